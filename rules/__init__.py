@@ -1,0 +1,1 @@
+"""Rule catalog data (TOML entries); see trainlint.catalog."""

@@ -1,0 +1,121 @@
+"""The invariant catalog: one TOML entry per rule under ``rules/`` (shipped as ``trainlint._catalog``).
+
+The catalog is the single source of truth for the static engine, the runtime guard, ``trainlint
+explain`` and the docs, so everything user-facing about a rule (name, severity, texts, examples)
+is read from here and nowhere else.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from typing import Dict, Iterable, List, Optional, Tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on older interpreters only
+    import tomli as tomllib
+
+SEVERITIES = ("error", "warning", "info")
+_ID_RE = re.compile(r"^TL[0-9]{3}$")
+_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_REQUIRED = ("id", "name", "severity", "summary", "rationale", "fix", "runtime", "bad", "good")
+
+
+class CatalogError(ValueError):
+    """A catalog entry is malformed; raised at load time so a broken entry never ships silently."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    severity: str
+    summary: str
+    rationale: str
+    fix: str
+    runtime: str  # how the guard confirms it, or why it is static-only
+    runtime_confirmed: bool
+    bad: str
+    good: str
+    triggers: Tuple[str, ...]  # source substrings without which the rule cannot fire (pre-filter)
+    autofix: bool = False
+    opt_in: bool = False  # info rules and other opt-in rules run only when selected explicitly
+
+    @property
+    def doc_path(self) -> str:
+        return f"rules/{self.id}-{self.name}.toml"
+
+
+def _load_entry(name: str, text: str) -> Rule:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{name}: {exc}") from exc
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise CatalogError(f"{name}: missing keys {missing}")
+    if not _ID_RE.match(data["id"]):
+        raise CatalogError(f"{name}: id {data['id']!r} is not of the form TLnnn")
+    if not _NAME_RE.match(data["name"]):
+        raise CatalogError(f"{name}: name {data['name']!r} is not kebab-case")
+    if data["severity"] not in SEVERITIES:
+        raise CatalogError(f"{name}: severity must be one of {SEVERITIES}")
+    if name != f"{data['id']}-{data['name']}.toml":
+        raise CatalogError(f"{name}: file must be named {data['id']}-{data['name']}.toml")
+    return Rule(
+        id=data["id"],
+        name=data["name"],
+        severity=data["severity"],
+        summary=data["summary"].strip(),
+        rationale=data["rationale"].strip(),
+        fix=data["fix"].strip(),
+        runtime=data["runtime"].strip(),
+        runtime_confirmed=bool(data.get("runtime_confirmed", False)),
+        bad=data["bad"],
+        good=data["good"],
+        triggers=tuple(data.get("triggers", ())),
+        autofix=bool(data.get("autofix", False)),
+        opt_in=bool(data.get("opt_in", data["severity"] == "info")),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_catalog() -> Dict[str, Rule]:
+    """All rules by id, sorted by id."""
+    rules: List[Rule] = []
+    for entry in resources.files("trainlint._catalog").iterdir():
+        if entry.name.endswith(".toml"):
+            rules.append(_load_entry(entry.name, entry.read_text(encoding="utf-8")))
+    rules.sort(key=lambda r: r.id)
+    by_id = {r.id: r for r in rules}
+    names = [r.name for r in rules]
+    if len(by_id) != len(rules) or len(set(names)) != len(names):
+        raise CatalogError("duplicate rule id or name in the catalog")
+    return by_id
+
+
+def get_rule(key: str) -> Optional[Rule]:
+    """Look a rule up by id (``TL101``) or name (``clip-after-step``)."""
+    catalog = load_catalog()
+    if key.upper() in catalog:
+        return catalog[key.upper()]
+    for rule in catalog.values():
+        if rule.name == key:
+            return rule
+    return None
+
+
+def matches(rule: Rule, selector: str) -> bool:
+    """A selector is an id, a name, or an id prefix such as ``TL1``; ``ALL`` matches everything."""
+    selector = selector.strip()
+    if selector.upper() == "ALL":
+        return True
+    return rule.name == selector or rule.id.startswith(selector.upper())
+
+
+def unknown_selectors(selectors: Iterable[str]) -> List[str]:
+    catalog = load_catalog().values()
+    return [s for s in selectors if not any(matches(r, s) for r in catalog)]

@@ -1,0 +1,66 @@
+"""The event vocabulary shared by the static engine and the runtime guard.
+
+The static engine derives events from the syntax tree and its control flow; the guard derives the
+same events from hooks in a live run. Both feed them to :mod:`trainlint.checker`, so one program
+gets one verdict whichever way it is checked.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+class EventKind(str, enum.Enum):
+    ZERO_GRAD = "zero_grad"
+    BACKWARD = "backward"
+    UNSCALE = "unscale"  # scaler.unscale_(optimizer)
+    CLIP = "clip"  # clip_grad_norm_ / clip_grad_value_ and framework equivalents
+    OPTIMIZER_STEP = "optimizer_step"  # optimizer.step() or scaler.step(optimizer)
+    SCALER_UPDATE = "scaler_update"
+    SCHEDULER_STEP = "scheduler_step"
+    SET_EPOCH = "set_epoch"  # sampler.set_epoch(epoch)
+    LOADER_ITER = "loader_iter"  # a new pass over a data loader begins (iter(loader))
+    TRAIN_MODE = "train"
+    EVAL_MODE = "eval"
+    NO_SYNC_ENTER = "no_sync_enter"
+    NO_SYNC_EXIT = "no_sync_exit"
+
+
+# Loss kinds carried by BACKWARD events (what reached backward(), as far as it can be told).
+LOSS_MEAN = "mean"  # a mean-reduced loss, not divided or rescaled afterwards
+LOSS_DIVIDED = "divided"  # divided / multiplied / normalised before backward
+LOSS_SUM = "sum"  # sum-reduced: accumulation needs no division
+LOSS_UNKNOWN = "unknown"
+
+# Scheduler cadences carried by SCHEDULER_STEP events.
+CADENCE_BATCH = "batch"
+CADENCE_EPOCH = "epoch"
+CADENCE_METRIC = "metric"  # ReduceLROnPlateau and scheduler.step(metric): ordered by validation
+
+
+@dataclass(frozen=True, eq=False)
+class Event:
+    """One training event. Identity-hashed: the same call site yields the same object statically.
+
+    ``target`` identifies the object acted on (an access path such as ``self.optimizer`` statically,
+    ``id:1234`` at runtime); ``None`` means unknown, which matches any object of the right role.
+    """
+
+    kind: EventKind
+    target: Optional[str] = None
+    label: str = ""  # how messages name the statement, e.g. "optimizer.step()"
+    site: Any = None  # static: the libcst node; runtime: (filename, line)
+    optimizer: Optional[str] = None  # SCHEDULER_STEP, UNSCALE: the optimizer it belongs to
+    scaled: bool = False  # BACKWARD through scaler.scale(loss)
+    loss: Optional[str] = None  # BACKWARD: one of the LOSS_* kinds
+    boundary: Optional[bool] = None  # OPTIMIZER_STEP: statically known accumulation boundary?
+    accum: Optional[str] = None  # OPTIMIZER_STEP: how the code names k, for messages
+    cadence: Optional[str] = None  # SCHEDULER_STEP: one of the CADENCE_* kinds
+    shuffle: Optional[bool] = None  # LOADER_ITER: the loader's DistributedSampler shuffles
+    sampler: Optional[str] = None  # LOADER_ITER: its DistributedSampler (None: none known)
+
+
+def same_object(a: Optional[str], b: Optional[str]) -> bool:
+    """Unknown targets match anything: precision is kept by the rules, not by guessing identity."""
+    return a is None or b is None or a == b

@@ -1,0 +1,1 @@
+"""Static engine: parse with libcst, resolve names ourselves, derive events, explore control flow."""

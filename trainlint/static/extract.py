@@ -1,0 +1,194 @@
+"""Events from syntax: which calls are zero_grad, backward, clip, steps, set_epoch, loader passes.
+
+A call's receiver is judged by its role (see roles.py); receivers no assignment explains fall back
+to naming conventions (``opt_g``, ``lr_scheduler``, ``scaler``). Events are cached per call site and
+context so the same statement on different paths is the same event (findings dedupe by identity).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+import libcst as cst
+
+from ..events import CADENCE_METRIC, LOSS_DIVIDED, Event, EventKind
+from .losses import classify_loss
+from .module import Function, ModuleModel
+from .names import dotted
+from .roles import ACCELERATOR, LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role
+
+_OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
+_SCHED_NAME = re.compile(r"sched", re.IGNORECASE)
+_SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
+_ENGINE_NAME = re.compile(r"accelerator|engine", re.IGNORECASE)
+_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients"}
+_ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "islice", "zip", "skip_first_batches", "trange", "prefetch"}
+_LABEL_MAX = 48
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Where a statement runs: its function, the caller's arguments for its parameters, context."""
+
+    function: Optional[Function]
+    subst: Tuple[Tuple[str, str], ...] = ()
+    depth: int = 0
+    cls: Optional[str] = None  # class whose methods ``self.name()`` calls reach
+    accum: Optional[str] = None  # inside an accumulation boundary: how the code names k
+
+    def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+        path = dotted(expr) if expr is not None else None
+        if path is None:
+            return None
+        head, dot, rest = path.partition(".")
+        for param, actual in self.subst:
+            if param == head:
+                return actual + dot + rest
+        return path
+
+
+def _last(path: Optional[str]) -> str:
+    return (path or "").rsplit(".", 1)[-1]
+
+
+def _label(model: ModuleModel, call: cst.Call) -> str:
+    code = " ".join(model.module.code_for_node(call).split())
+    if len(code) <= _LABEL_MAX:
+        return code
+    return (model.module.code_for_node(call.func).strip() + "(...)")
+
+
+class Extractor:
+    def __init__(self, model: ModuleModel) -> None:
+        self.model = model
+        self._cache: Dict[tuple, Event] = {}
+
+    def _event(self, node: cst.CSTNode, **fields) -> Event:
+        key = (id(node),) + tuple(sorted(fields.items()))
+        event = self._cache.get(key)
+        if event is None:
+            label = fields.pop("label", None)
+            if label is None:
+                label = _label(self.model, node) if isinstance(node, cst.Call) else ""
+            event = Event(site=node, label=label, **fields)
+            self._cache[key] = event
+        return event
+
+    def role(self, path: Optional[str]) -> Optional[Role]:
+        return self.model.roles.get(path)
+
+    def _is(self, path: Optional[str], kind: str, name_re: "re.Pattern[str]") -> bool:
+        role = self.role(path)
+        if role is not None:
+            return role.kind == kind
+        return bool(path) and bool(name_re.search(_last(path)))
+
+    # ----------------------------------------------------------------- calls
+    def call_event(self, call: cst.Call, frame: Frame) -> Optional[Event]:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = frame.resolve(func.value)
+            return self._method_event(call, method, func.value, receiver, frame)
+        qualified = self.model.imports.qualify(func) or ""
+        name = _last(dotted(func))
+        if name in _CLIP_FUNCTIONS or qualified.startswith("torch.nn.utils.clip_grad"):
+            return self._event(call, kind=EventKind.CLIP)
+        if qualified == "torch.autograd.backward" and call.args:
+            return self._backward(call, call.args[0].value, frame)
+        if name == "iter" and len(call.args) == 1:
+            return self.loader_event(call, call.args[0].value, frame)
+        return None
+
+    def _method_event(self, call, method, receiver_node, receiver, frame) -> Optional[Event]:
+        if method == "backward":
+            if isinstance(receiver_node, cst.Call) and _last(dotted(receiver_node.func)) == "scale":
+                scaled_loss = receiver_node.args[0].value if receiver_node.args else receiver_node
+                return self._backward(call, scaled_loss, frame, scaled=True)
+            if self._is(receiver, ACCELERATOR, _ENGINE_NAME):
+                # Accelerate / DeepSpeed divide by the accumulation steps themselves.
+                return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_DIVIDED)
+            if call.args and call.args[0].keyword is None and _last(receiver) in ("fabric", "self"):
+                return self._backward(call, call.args[0].value, frame)
+            return self._backward(call, receiver_node, frame)
+        if method == "manual_backward" and call.args:
+            return self._backward(call, call.args[0].value, frame)
+        if method in ("zero_grad",):
+            return self._event(call, kind=EventKind.ZERO_GRAD, target=receiver)
+        if method in _CLIP_FUNCTIONS:
+            return self._event(call, kind=EventKind.CLIP)
+        if method == "unscale_":
+            optimizer = frame.resolve(call.args[0].value) if call.args else None
+            return self._event(call, kind=EventKind.UNSCALE, target=receiver, optimizer=optimizer)
+        if method == "step":
+            return self._step_event(call, receiver, frame)
+        if method == "update" and not call.args and self._is(receiver, SCALER, _SCALER_NAME):
+            return self._event(call, kind=EventKind.SCALER_UPDATE, target=receiver)
+        if method == "set_epoch":
+            return self._event(call, kind=EventKind.SET_EPOCH, target=self._sampler_target(receiver))
+        return None
+
+    def _step_event(self, call: cst.Call, receiver: Optional[str], frame: Frame) -> Optional[Event]:
+        role = self.role(receiver)
+        kind = role.kind if role is not None else None
+        if kind is None:
+            last = _last(receiver)
+            if _SCALER_NAME.search(last):
+                kind = SCALER
+            elif _SCHED_NAME.search(last):
+                kind = SCHEDULER
+            elif _OPT_NAME.search(last):
+                kind = OPTIMIZER
+        if kind == SCALER and call.args:
+            return self._optimizer_step(call, frame.resolve(call.args[0].value), frame)
+        if kind == OPTIMIZER:
+            return self._optimizer_step(call, receiver, frame)
+        if kind == SCHEDULER:
+            explicit = any(a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args)
+            cadence = CADENCE_METRIC if explicit else (role.cadence if role is not None else None)
+            optimizer = role.optimizer if role is not None else None
+            return self._event(call, kind=EventKind.SCHEDULER_STEP, target=receiver, cadence=cadence, optimizer=optimizer)
+        return None
+
+    def _optimizer_step(self, call: cst.Call, optimizer: Optional[str], frame: Frame) -> Event:
+        # Statically a step counts as an accumulation boundary only inside a recognised structure
+        # (a modulo/sync condition, or after a micro-step loop); two losses backpropagated before
+        # one step are not accumulation.
+        return self._event(
+            call,
+            kind=EventKind.OPTIMIZER_STEP,
+            target=optimizer,
+            boundary=frame.accum is not None,
+            accum=frame.accum,
+        )
+
+    def _backward(self, call: cst.Call, loss_expr: cst.BaseExpression, frame: Frame, scaled: bool = False) -> Event:
+        loss = classify_loss(loss_expr, frame.function, self.model)
+        return self._event(call, kind=EventKind.BACKWARD, scaled=scaled, loss=loss)
+
+    def _sampler_target(self, receiver: Optional[str]) -> Optional[str]:
+        role = self.role(receiver)
+        if role is not None and role.kind == SAMPLER:
+            return receiver
+        if role is not None and role.kind == LOADER:
+            return role.sampler
+        if receiver and receiver.endswith(".sampler"):
+            return self.model.roles.sampler_of(receiver[: -len(".sampler")]) or None
+        return None
+
+    # ----------------------------------------------------------------- loops
+    def loader_event(self, node: cst.CSTNode, iterable: cst.BaseExpression, frame: Frame) -> Optional[Event]:
+        """LOADER_ITER for ``for ... in <loader>`` (through enumerate/tqdm/zip...) or ``iter(loader)``."""
+        base = iterable
+        while isinstance(base, cst.Call) and _last(dotted(base.func)) in _ITER_WRAPPERS and base.args:
+            base = base.args[0].value
+        loader = frame.resolve(base)
+        role = self.role(loader)
+        if role is None or role.kind != LOADER or role.sampler is None:
+            return None
+        sampler_role = self.role(role.sampler)
+        shuffle = sampler_role.shuffle if sampler_role is not None and sampler_role.kind == SAMPLER else None
+        label = f"for ... in {loader}" if isinstance(node, cst.For) else f"iter({loader})"
+        return self._event(node, kind=EventKind.LOADER_ITER, target=loader, sampler=role.sampler, shuffle=shuffle, label=label)
+

@@ -1,0 +1,412 @@
+"""Path exploration: feed the shared checker every path through a function's control flow.
+
+An abstract interpreter over statements. A path state is the checker's state plus the branch
+conditions assumed so far (so ``if use_amp:`` taken once is taken again further down). Equal states
+merge, which bounds the work; loops run to a fixpoint. Training-loop semantics:
+
+- a loop body runs at least once, and its first iteration neither breaks nor continues (a resume
+  ``continue`` or an early ``break`` on the very first batch is not the path anyone trains on);
+- assumptions about conditions on variables the loop assigns are forgotten at the back edge;
+- exception handlers are not explored: exception paths are not training paths;
+- calls to functions and methods of the same module are inlined, depth-bounded, with the caller's
+  arguments substituted for the parameters.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+
+import libcst as cst
+
+from .. import checker
+from ..checker import Violation
+from ..events import Event, EventKind
+from .extract import Extractor, Frame
+from .module import Function, ModuleModel, block
+from .names import dotted
+
+MAX_CALL_DEPTH = 4
+MAX_STATES = 192  # per program point; beyond this, further paths are dropped (bounded work)
+MAX_LOOP_ROUNDS = 12
+_BOUNDARY_NAME = re.compile(r"accum|sync_gradients|gradient_accumulation", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PathState:
+    checks: checker.State
+    assume: FrozenSet[Tuple[str, bool]] = frozenset()
+
+
+@dataclass
+class Outcome:
+    normal: List[PathState] = field(default_factory=list)
+    breaks: List[PathState] = field(default_factory=list)
+    continues: List[PathState] = field(default_factory=list)
+    returns: List[PathState] = field(default_factory=list)
+
+
+def _unique(states: Iterable[PathState]) -> List[PathState]:
+    return list(dict.fromkeys(states))[:MAX_STATES]
+
+
+def _walk_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
+    """Calls in evaluation order (arguments and receivers before the call); skips lambdas."""
+    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        return
+    for child in node.children:
+        yield from _walk_calls(child)
+    if isinstance(node, cst.Call):
+        yield node
+
+
+class Interpreter:
+    def __init__(self, model: ModuleModel, extractor: Extractor) -> None:
+        self.model = model
+        self.extractor = extractor
+        self.violations: Dict[Violation, None] = {}
+        self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
+        self._stack: List[Function] = []
+        self._memo: Dict[tuple, List[PathState]] = {}
+        self._loop_names: Dict[int, FrozenSet[str]] = {}
+        self._cond_names: Dict[str, FrozenSet[str]] = {}
+
+    # ----------------------------------------------------------------- entry points
+    def run(self, body: Sequence[cst.CSTNode], frame: Frame, history_known: bool = True) -> None:
+        start = [PathState(checker.initial_state(history_known))]
+        if frame.function is not None:
+            self._stack.append(frame.function)
+            self.reached.add(id(frame.function.node))
+        try:
+            self.block(body, start, frame)
+        finally:
+            if frame.function is not None:
+                self._stack.pop()
+
+    def _feed(self, states: List[PathState], event: Optional[Event]) -> List[PathState]:
+        if event is None:
+            return states
+        out = []
+        for state in states:
+            checks, found = checker.feed(state.checks, event)
+            for violation in found:
+                self.violations.setdefault(violation, None)
+            out.append(PathState(checks, state.assume))
+        return _unique(out)
+
+    # ----------------------------------------------------------------- statements
+    def block(self, body: Sequence[cst.CSTNode], states: List[PathState], frame: Frame) -> Outcome:
+        outcome = Outcome()
+        current = states
+        for index, stmt in enumerate(body):
+            if not current:
+                break
+            result = self.stmt(stmt, current, frame)
+            outcome.breaks += result.breaks
+            outcome.continues += result.continues
+            outcome.returns += result.returns
+            current = result.normal
+            # ``if not boundary: continue`` makes the rest of the block the accumulation boundary.
+            k = self._boundary_after(stmt)
+            if k is not None and frame.accum is None:
+                frame = replace(frame, accum=k)
+            # A loop that backpropagates but never steps is a micro-step loop: what follows is
+            # the accumulation boundary.
+            k = self._micro_loop(stmt)
+            if k is not None and frame.accum is None:
+                frame = replace(frame, accum=k)
+        outcome.normal = _unique(current)
+        return outcome
+
+    def stmt(self, stmt: cst.CSTNode, states: List[PathState], frame: Frame) -> Outcome:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            return self._simple(stmt.body, states, frame)
+        if isinstance(stmt, cst.If):
+            return self._if(stmt, states, frame)
+        if isinstance(stmt, (cst.For, cst.While)):
+            return self._loop(stmt, states, frame)
+        if isinstance(stmt, cst.With):
+            for item in stmt.items:
+                states = self._expr(item.item, states, frame)
+            return self.block(block(stmt.body), states, frame)
+        if isinstance(stmt, (cst.Try, cst.TryStar)):
+            body = self.block(block(stmt.body), states, frame)
+            if stmt.orelse is not None:
+                rest = self.block(block(stmt.orelse.body), body.normal, frame)
+                body = _merge(body, rest, rest.normal)
+            if stmt.finalbody is not None:
+                final = self.block(block(stmt.finalbody.body), body.normal, frame)
+                body = _merge(body, final, final.normal)
+            return body
+        if isinstance(stmt, cst.Match):
+            states = self._expr(stmt.subject, states, frame)
+            outcome = Outcome()
+            for case in stmt.cases:
+                outcome = _merge(outcome, self.block(block(case.body), states, frame), None)
+            outcome.normal = _unique(outcome.normal + states)
+            return outcome
+        return Outcome(normal=states)  # def, class: not executed here
+
+    def _simple(self, smalls: Sequence[cst.BaseSmallStatement], states: List[PathState], frame: Frame) -> Outcome:
+        outcome = Outcome()
+        for small in smalls:
+            if isinstance(small, cst.Break):
+                outcome.breaks += states
+                return outcome
+            if isinstance(small, cst.Continue):
+                outcome.continues += states
+                return outcome
+            states = self._expr(small, states, frame)
+            if isinstance(small, cst.Return):
+                outcome.returns += states
+                return outcome
+            if isinstance(small, cst.Raise):
+                return outcome
+            if isinstance(small, cst.Assign) and _clears_grad(small):
+                states = self._feed(states, self.extractor._event(small, kind=EventKind.ZERO_GRAD, label="p.grad = None"))
+        outcome.normal = states
+        return outcome
+
+    def _expr(self, node: cst.CSTNode, states: List[PathState], frame: Frame) -> List[PathState]:
+        for call in _walk_calls(node):
+            event = self.extractor.call_event(call, frame)
+            if event is not None:
+                states = self._feed(states, event)
+                continue
+            callee = self._local_callee(call, frame)
+            if callee is not None:
+                states = self._inline(callee, call, states, frame)
+        return states
+
+    # ----------------------------------------------------------------- branches
+    def _if(self, stmt: cst.If, states: List[PathState], frame: Frame) -> Outcome:
+        states = self._expr(stmt.test, states, frame)
+        key, polarity = self._cond_key(stmt.test)
+        body = block(stmt.body)
+        orelse: Sequence[cst.CSTNode] = ()
+        if isinstance(stmt.orelse, cst.If):
+            orelse = [stmt.orelse]
+        elif isinstance(stmt.orelse, cst.Else):
+            orelse = block(stmt.orelse.body)
+        k = self._boundary(stmt.test)
+        true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
+        only_true = k is None and not orelse and self._mentions(stmt.body, "set_epoch(")
+        true_states, false_states = [], []
+        for state in states:
+            assumed = dict(state.assume).get(key)
+            if assumed is None or assumed == polarity:
+                true_states.append(replace(state, assume=state.assume | {(key, polarity)}))
+            if only_true:
+                continue  # guards of set_epoch (``if distributed:``) hold where a sampler exists
+            if assumed is None or assumed != polarity:
+                false_states.append(replace(state, assume=state.assume | {(key, not polarity)}))
+        taken = self.block(body, true_states, true_frame)
+        other = self.block(orelse, false_states, frame) if orelse else Outcome(normal=false_states)
+        merged = _merge(taken, other, None)
+        merged.normal = _unique(taken.normal + other.normal)
+        return merged
+
+    def _cond_key(self, test: cst.BaseExpression) -> Tuple[str, bool]:
+        polarity = True
+        while True:
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, polarity = test.expression, not polarity
+            elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+                test.comparisons[0].comparator, cst.Name
+            ) and test.comparisons[0].comparator.value == "None" and isinstance(
+                test.comparisons[0].operator, (cst.Is, cst.IsNot)
+            ):
+                polarity = polarity if isinstance(test.comparisons[0].operator, cst.IsNot) else not polarity
+                test = test.left
+            else:
+                break
+        key = " ".join(self.model.module.code_for_node(test).split())
+        if key not in self._cond_names:
+            self._cond_names[key] = frozenset(_names(test))
+        return key, polarity
+
+    def _boundary(self, test: cst.BaseExpression) -> Optional[str]:
+        """``k`` when a condition marks an accumulation boundary (``(i + 1) % k == 0``...)."""
+        for node in _walk(test):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                return " ".join(self.model.module.code_for_node(node.right).split())
+        for node in _walk(test):
+            path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if path and _BOUNDARY_NAME.search(path):
+                return path if "accum" in path.lower() else "the accumulation steps"
+        return None
+
+    def _boundary_after(self, stmt: cst.CSTNode) -> Optional[str]:
+        """``if not boundary: continue``: the statements after it run only at the boundary."""
+        if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+            return None
+        body = block(stmt.body)
+        last = body[-1] if body else None
+        if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Continue)):
+            return None
+        k = self._boundary(stmt.test)
+        if k is None:
+            return None
+        _, polarity = self._cond_key(stmt.test)
+        negative = not polarity or any(
+            isinstance(c.operator, cst.NotEqual) for node in _walk(stmt.test) if isinstance(node, cst.Comparison) for c in node.comparisons
+        )
+        return k if negative else None
+
+    def _micro_loop(self, stmt: cst.CSTNode) -> Optional[str]:
+        if not isinstance(stmt, (cst.For, cst.While)):
+            return None
+        if not (self._mentions(stmt.body, ".backward(") and not self._mentions(stmt.body, ".step(")):
+            return None
+        if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
+            return " ".join(self.model.module.code_for_node(stmt.iter.args[-1].value).split())
+        return "the number of micro-steps"
+
+    def _mentions(self, node: cst.CSTNode, text: str) -> bool:
+        return text in self.model.module.code_for_node(node)
+
+    # ----------------------------------------------------------------- loops
+    def _loop(self, stmt, states: List[PathState], frame: Frame) -> Outcome:
+        if isinstance(stmt, cst.For):
+            states = self._expr(stmt.iter, states, frame)
+            states = self._feed(states, self.extractor.loader_event(stmt, stmt.iter, frame))
+            forever = False
+        else:
+            states = self._expr(stmt.test, states, frame)
+            forever = _always_true(stmt.test)
+        body = block(stmt.body)
+        assigned = self._assigned_in(stmt)
+        result = Outcome()
+        first = self.block(body, states, frame)
+        result.returns += first.returns
+        head = first.normal or first.continues  # the first pass completes unless it cannot
+        if not first.normal and not first.continues:
+            result.breaks += first.breaks
+        head = _unique(self._forget(s, assigned) for s in head)
+        seen = dict.fromkeys(head)
+        work = head
+        rounds = 0
+        while work and rounds < MAX_LOOP_ROUNDS:
+            rounds += 1
+            again = self.block(body, work, frame)
+            result.breaks += again.breaks
+            result.returns += again.returns
+            new = [s for s in (self._forget(s, assigned) for s in again.normal + again.continues) if s not in seen]
+            new = _unique(new)
+            seen.update(dict.fromkeys(new))
+            work = new
+        exits = [] if forever else list(seen)
+        if stmt.orelse is not None and exits:
+            exits = self.block(block(stmt.orelse.body), exits, frame).normal
+        return Outcome(normal=_unique(exits + result.breaks), returns=result.returns)
+
+    def _assigned_in(self, stmt) -> FrozenSet[str]:
+        names = self._loop_names.get(id(stmt))
+        if names is None:
+            found: Set[str] = set()
+            if isinstance(stmt, cst.For):
+                found |= set(_names(stmt.target))
+            for node in _walk(stmt.body):
+                if isinstance(node, cst.AssignTarget):
+                    found |= set(_names(node.target))
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+                    found |= set(_names(node.target))
+                elif isinstance(node, (cst.For, cst.CompFor)):
+                    found |= set(_names(node.target))
+            names = self._loop_names[id(stmt)] = frozenset(found)
+        return names
+
+    def _forget(self, state: PathState, assigned: FrozenSet[str]) -> PathState:
+        if not state.assume:
+            return state
+        kept = frozenset(a for a in state.assume if not (self._cond_names.get(a[0], frozenset()) & assigned))
+        return state if kept == state.assume else PathState(state.checks, kept)
+
+    # ----------------------------------------------------------------- calls
+    def _local_callee(self, call: cst.Call, frame: Frame) -> Optional[Function]:
+        func = call.func
+        if isinstance(func, cst.Name):
+            scope = frame.function
+            while scope is not None:
+                if func.value in scope.nested:
+                    return scope.nested[func.value]
+                scope = scope.parent
+            return self.model.functions.get(func.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            if frame.cls is not None:
+                return self.model.methods.get((frame.cls, func.attr.value))
+        return None
+
+    def _inline(self, callee: Function, call: cst.Call, states: List[PathState], frame: Frame) -> List[PathState]:
+        if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
+            return states
+        self.reached.add(id(callee.node))
+        subst = self._bind(callee, call, frame)
+        callee_frame = Frame(callee, subst, frame.depth + 1, callee.cls or frame.cls, frame.accum)
+        key = (id(callee.node), subst, frame.accum, callee_frame.cls, tuple(states))
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached
+        self._stack.append(callee)
+        try:
+            outcome = self.block(callee.body, states, callee_frame)
+        finally:
+            self._stack.pop()
+        result = _unique(outcome.normal + outcome.returns)
+        self._memo[key] = result
+        return result
+
+    def _bind(self, callee: Function, call: cst.Call, frame: Frame) -> Tuple[Tuple[str, str], ...]:
+        params = list(callee.params)
+        if callee.cls is not None and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        bound: Dict[str, str] = {}
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        for param, arg in zip(params, positional):
+            path = frame.resolve(arg.value)
+            if path is not None and path != param:
+                bound[param] = path
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in params:
+                path = frame.resolve(arg.value)
+                if path is not None and path != arg.keyword.value:
+                    bound[arg.keyword.value] = path
+        return tuple(sorted(bound.items()))
+
+
+def _merge(a: Outcome, b: Outcome, normal: Optional[List[PathState]]) -> Outcome:
+    return Outcome(
+        normal=normal if normal is not None else a.normal + b.normal,
+        breaks=a.breaks + b.breaks,
+        continues=a.continues + b.continues,
+        returns=a.returns + b.returns,
+    )
+
+
+def _walk(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _names(node: cst.CSTNode) -> Iterable[str]:
+    for child in _walk(node):
+        if isinstance(child, cst.Name):
+            yield child.value
+
+
+def _last_name(node: cst.BaseExpression) -> str:
+    return (dotted(node) or "").rsplit(".", 1)[-1]
+
+
+def _always_true(test: cst.BaseExpression) -> bool:
+    return (isinstance(test, cst.Name) and test.value == "True") or (isinstance(test, cst.Integer) and test.value != "0")
+
+
+def _clears_grad(assign: cst.Assign) -> bool:
+    """``p.grad = None``: the manual form of zero_grad(set_to_none=True)."""
+    return (
+        isinstance(assign.value, cst.Name)
+        and assign.value.value == "None"
+        and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in assign.targets)
+    )

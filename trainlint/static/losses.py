@@ -1,0 +1,116 @@
+"""What kind of loss reaches backward(): mean-reduced, divided/normalised, sum-reduced, or unknown.
+
+TL201 needs positive evidence of a mean reduction (a known loss function or module, HF's
+``outputs.loss``, ``.mean()``, a loss unpacked from a model call) and the absence of any rescaling of
+that variable in the function; anything else is "unknown" and never reported.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from ..events import LOSS_DIVIDED, LOSS_MEAN, LOSS_SUM, LOSS_UNKNOWN
+from .module import Function, ModuleModel
+from .names import dotted
+from .roles import LOSS_FN
+
+_MEAN_FUNCTIONS = {
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cosine_embedding_loss",
+    "margin_ranking_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "triplet_margin_loss",
+    "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss", "ctc_loss", "multi_margin_loss",
+}
+_RESCALE_OPS = (cst.Divide, cst.Multiply, cst.FloorDivide)
+_MAX_DEPTH = 3
+
+
+def classify_loss(expr: cst.BaseExpression, fn: Optional[Function], model: ModuleModel, depth: int = 0) -> str:
+    if depth > _MAX_DEPTH:
+        return LOSS_UNKNOWN
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, _RESCALE_OPS):
+            return LOSS_DIVIDED
+        if isinstance(expr.operator, (cst.Add, cst.Subtract)):
+            kinds = {classify_loss(expr.left, fn, model, depth + 1), classify_loss(expr.right, fn, model, depth + 1)}
+            if LOSS_DIVIDED in kinds:
+                return LOSS_DIVIDED
+            return kinds.pop() if len(kinds) == 1 else LOSS_UNKNOWN
+        return LOSS_UNKNOWN
+    if isinstance(expr, cst.Name):
+        return _classify_variable(expr.value, fn, model, depth)
+    if isinstance(expr, cst.Attribute):
+        return LOSS_MEAN if expr.attr.value == "loss" else LOSS_UNKNOWN
+    if isinstance(expr, cst.Subscript):
+        key = expr.slice[0].slice if len(expr.slice) == 1 else None
+        if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) and key.value.evaluated_value == "loss":
+            return LOSS_MEAN  # outputs["loss"]
+        return LOSS_UNKNOWN
+    if isinstance(expr, cst.Call):
+        return _classify_call(expr, fn, model, depth)
+    return LOSS_UNKNOWN
+
+
+def _reduction(call: cst.Call) -> Optional[str]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "reduction":
+            value = arg.value
+            if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                return value.evaluated_value
+            return "?"
+    return None
+
+
+def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, depth: int) -> str:
+    func_path = dotted(call.func) or ""
+    last = func_path.rsplit(".", 1)[-1]
+    if last in _MEAN_FUNCTIONS:
+        reduction = _reduction(call)
+        if reduction is None or reduction == "mean":
+            return LOSS_MEAN
+        return LOSS_SUM if reduction == "sum" else LOSS_UNKNOWN
+    if last == "mean" and isinstance(call.func, cst.Attribute) or func_path == "torch.mean":
+        return LOSS_MEAN
+    if last == "sum" and isinstance(call.func, cst.Attribute):
+        return LOSS_SUM
+    if last in ("item", "detach", "float", "to", "clone", "squeeze") and isinstance(call.func, cst.Attribute):
+        return classify_loss(call.func.value, fn, model, depth + 1)
+    role = model.roles.get(func_path)
+    if role is not None and role.kind == LOSS_FN:
+        if role.reduction == "mean":
+            return LOSS_MEAN
+        return LOSS_SUM if role.reduction == "sum" else LOSS_UNKNOWN
+    helper = model.functions.get(func_path)
+    if helper is not None:
+        kinds = {classify_loss(ret, helper, model, depth + 1) for ret in helper.returns}
+        return kinds.pop() if len(kinds) == 1 else LOSS_UNKNOWN
+    return LOSS_UNKNOWN
+
+
+def _assignments(fn: Optional[Function], model: ModuleModel):
+    return fn.assigns if fn is not None else model.module_assigns
+
+
+def _classify_variable(name: str, fn: Optional[Function], model: ModuleModel, depth: int) -> str:
+    augmented = fn.aug_assigns if fn is not None else model.module_aug_assigns
+    for aug in augmented:
+        if isinstance(aug.target, cst.Name) and aug.target.value == name and isinstance(
+            aug.operator, (cst.DivideAssign, cst.MultiplyAssign, cst.FloorDivideAssign)
+        ):
+            return LOSS_DIVIDED
+    kinds = set()
+    for target, value in _assignments(fn, model):
+        if isinstance(target, cst.Name) and target.value == name:
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, _RESCALE_OPS):
+                return LOSS_DIVIDED  # loss = loss / k anywhere in the function
+            if isinstance(value, cst.Name) and value.value == name:
+                continue
+            kinds.add(classify_loss(value, fn, model, depth + 1))
+        elif isinstance(target, (cst.Tuple, cst.List)) and "loss" in name:
+            names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+            if name in names and isinstance(value, cst.Call):
+                # logits, loss = model(x, y): a model returning its training loss reduces by mean.
+                kinds.add(LOSS_MEAN)
+    if LOSS_DIVIDED in kinds:
+        return LOSS_DIVIDED
+    return kinds.pop() if len(kinds) == 1 else LOSS_UNKNOWN

@@ -1,0 +1,221 @@
+"""One pass over a module's statements: imports, functions, classes and the assignments roles need.
+
+Only statements are walked here (expressions are looked at where a statement is interpreted), which
+keeps the cost of files without training code close to the parse itself.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from .names import ImportMap, dotted
+from .roles import (
+    ACCELERATOR,
+    LOADER,
+    OPTIMIZER,
+    SAMPLER,
+    SCHEDULER,
+    Role,
+    RoleTable,
+    classify_constructor,
+    role_from_annotation,
+)
+
+Body = Sequence[cst.CSTNode]
+
+
+@dataclass(eq=False)
+class Function:
+    node: cst.FunctionDef
+    name: str
+    cls: Optional[str]  # enclosing class name for methods
+    parent: Optional["Function"]  # enclosing function for nested defs
+    params: List[str] = field(default_factory=list)
+    nested: Dict[str, "Function"] = field(default_factory=dict)
+    assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
+    aug_assigns: List[cst.AugAssign] = field(default_factory=list)
+    returns: List[cst.BaseExpression] = field(default_factory=list)
+
+    @property
+    def body(self) -> Body:
+        body = self.node.body
+        return body.body if isinstance(body, cst.IndentedBlock) else [body]
+
+
+def block(node: cst.BaseSuite) -> Body:
+    return node.body if isinstance(node, cst.IndentedBlock) else [node]  # type: ignore[return-value]
+
+
+class ModuleModel:
+    def __init__(self, module: cst.Module, source: str) -> None:
+        self.module = module
+        self.source = source
+        self.imports = ImportMap()
+        self.functions: Dict[str, Function] = {}  # module-level functions
+        self.methods: Dict[Tuple[str, str], Function] = {}
+        self.classes: Dict[str, cst.ClassDef] = {}
+        self.all_functions: List[Function] = []
+        self.module_assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = []
+        self.module_aug_assigns: List[cst.AugAssign] = []
+        self.roles_pending_annotations: List[Tuple[str, cst.BaseExpression]] = []
+        self._collect(module.body, cls=None, func=None)
+        self.roles = RoleTable()
+        self._infer_roles()
+
+    # ----------------------------------------------------------------- collection
+    def _collect(self, body: Body, cls: Optional[str], func: Optional[Function]) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    self._collect_small(small, func)
+            elif isinstance(stmt, cst.FunctionDef):
+                self._collect_function(stmt, cls, func)
+            elif isinstance(stmt, cst.ClassDef):
+                self.classes.setdefault(stmt.name.value, stmt)
+                self._collect(block(stmt.body), cls=stmt.name.value, func=func)
+            else:
+                for child in _child_blocks(stmt):
+                    self._collect(child, cls, func)
+
+    def _collect_function(self, node: cst.FunctionDef, cls: Optional[str], parent: Optional[Function]) -> None:
+        params = [p.name.value for p in _all_params(node.params)]
+        fn = Function(node, node.name.value, cls if parent is None else None, parent, params)
+        self.all_functions.append(fn)
+        if parent is not None:
+            parent.nested.setdefault(fn.name, fn)
+        elif cls is not None:
+            self.methods.setdefault((cls, fn.name), fn)
+        else:
+            self.functions.setdefault(fn.name, fn)
+        for param in _all_params(node.params):
+            if param.annotation is not None:
+                self.roles_pending_annotations.append((param.name.value, param.annotation.annotation))
+        self._collect(fn.body, cls=None, func=fn)
+
+    def _collect_small(self, small: cst.BaseSmallStatement, func: Optional[Function]) -> None:
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            self.imports.add(small)
+        elif isinstance(small, cst.Assign):
+            for target in small.targets:
+                self._assign(func, target.target, small.value)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            self._assign(func, small.target, small.value)
+        elif isinstance(small, cst.AugAssign):
+            (func.aug_assigns if func else self.module_aug_assigns).append(small)
+        elif isinstance(small, cst.Return) and func is not None and small.value is not None:
+            func.returns.append(small.value)
+
+    def _assign(self, func: Optional[Function], target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        (func.assigns if func else self.module_assigns).append((target, value))
+
+    # ----------------------------------------------------------------- roles
+    def _infer_roles(self) -> None:
+        assigns = list(self.module_assigns)
+        for fn in self.all_functions:
+            assigns.extend(fn.assigns)
+        for name, annotation in self.roles_pending_annotations:
+            self.roles.set(name, role_from_annotation(annotation))
+        # Two rounds so aliases and unpacking see roles assigned later in the file.
+        for _ in range(2):
+            for target, value in assigns:
+                self._role_of_assignment(target, value)
+
+    def _role_of_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            for path, role in zip(elements, self._roles_of_tuple(value, len(elements))):
+                self.roles.set(dotted(path), role)
+            return
+        self.roles.set(dotted(target), self.role_of_value(value))
+
+    def role_of_value(self, value: cst.BaseExpression, depth: int = 0) -> Optional[Role]:
+        if isinstance(value, cst.IfExp):
+            return self.role_of_value(value.body, depth) or self.role_of_value(value.orelse, depth)
+        if isinstance(value, (cst.Name, cst.Attribute)):
+            return self.roles.get(dotted(value))
+        if not isinstance(value, cst.Call):
+            return None
+        role = classify_constructor(value, self.imports)
+        if role is not None:
+            return role
+        func_path = dotted(value.func) or ""
+        method = func_path.rsplit(".", 1)[-1]
+        if method == "prepare" and len(value.args) == 1:
+            # accelerator.prepare(x) returns x prepared: same role.
+            return self.role_of_value(value.args[0].value, depth)
+        helper = self.functions.get(func_path)
+        if helper is not None and depth < 2:
+            for ret in helper.returns:
+                role = self._role_in_function(helper, ret, depth + 1)
+                if role is not None:
+                    return role
+        return None
+
+    def _role_in_function(self, fn: Function, value: cst.BaseExpression, depth: int) -> Optional[Role]:
+        role = self.role_of_value(value, depth)
+        if role is None and isinstance(value, cst.Name):
+            for target, assigned in fn.assigns:
+                if isinstance(target, cst.Name) and target.value == value.value:
+                    role = self.role_of_value(assigned, depth)
+                    if role is not None:
+                        break
+        return role
+
+    def _roles_of_tuple(self, value: cst.BaseExpression, count: int) -> List[Optional[Role]]:
+        if isinstance(value, (cst.Tuple, cst.List)):
+            return [self.role_of_value(e.value) for e in value.elements]
+        if isinstance(value, cst.Call):
+            method = (dotted(value.func) or "").rsplit(".", 1)[-1]
+            if method in ("prepare", "initialize", "setup"):
+                # accelerator.prepare / amp.initialize / fabric.setup return their arguments in order.
+                return [self.role_of_value(a.value) for a in value.args if a.keyword is None]
+            helper = self.functions.get(dotted(value.func) or "")
+            if helper is not None:
+                for ret in helper.returns:
+                    if isinstance(ret, cst.Tuple) and len(ret.elements) == count:
+                        return [self._role_in_function(helper, e.value, 1) for e in ret.elements]
+        return [None] * count
+
+    # ----------------------------------------------------------------- call graph
+    def called_names(self) -> Dict[str, int]:
+        """How often each local function name appears called in the text (``name(``), defs excluded."""
+        names = {fn.name for fn in self.all_functions}
+        counts: Dict[str, int] = {}
+        for match in _CALL_RE.finditer(self.source):
+            name = match.group(2)
+            if name in names and match.group(1) is None:
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+
+_CALL_RE = re.compile(r"(\bdef\s+)?\b([A-Za-z_]\w*)\s*\(")
+
+
+def _all_params(params: cst.Parameters) -> List[cst.Param]:
+    result = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            result.append(star)
+    return result
+
+
+def _child_blocks(stmt: cst.CSTNode) -> Iterator[Body]:
+    """Statement lists nested in a compound statement (if/for/while/with/try/match)."""
+    for attr in ("body", "orelse", "finalbody"):
+        child = getattr(stmt, attr, None)
+        if child is None:
+            continue
+        if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            yield block(child)
+        elif isinstance(child, (cst.If, cst.Else, cst.Finally)):
+            if isinstance(child, cst.If):
+                yield [child]
+            else:
+                yield block(child.body)
+    for handler in getattr(stmt, "handlers", ()) or ():
+        yield block(handler.body)
+    for case in getattr(stmt, "cases", ()) or ():
+        yield block(case.body)

@@ -1,0 +1,67 @@
+"""Import/alias resolution and access paths, without libcst's metadata providers.
+
+libcst's QualifiedNameProvider and ScopeProvider cost several times the parse itself. Training code
+needs far less: what a local name was imported as, and a stable text for an object reached through
+names and attributes (``self.optimizer``), so one pass over the imports is enough.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import libcst as cst
+
+
+def dotted(node: cst.BaseExpression) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _module_name(node) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_module_name(node.value)}.{node.attr.value}"
+    return ""
+
+
+class ImportMap:
+    """Local name -> fully qualified name, from every import in the module (flow-insensitive)."""
+
+    def __init__(self) -> None:
+        self.names: Dict[str, str] = {}
+
+    def add(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = _module_name(alias.name)
+                if alias.asname is not None:
+                    self.names[alias.asname.name.value] = full  # type: ignore[union-attr]
+                else:
+                    head = full.split(".")[0]
+                    self.names.setdefault(head, head)
+        elif isinstance(node, cst.ImportFrom):
+            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+                return
+            module = _module_name(node.module)
+            for alias in node.names:
+                name = _module_name(alias.name)
+                local = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
+                self.names[local] = f"{module}.{name}"
+
+    def qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        """The qualified name a name/attribute chain refers to through imports, or None."""
+        path = dotted(node)
+        if path is None:
+            return None
+        head, _, rest = path.partition(".")
+        full = self.names.get(head)
+        if full is None:
+            return None
+        return f"{full}.{rest}" if rest else full

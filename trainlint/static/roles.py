@@ -1,0 +1,178 @@
+"""Role inference: which access paths hold optimizers, schedulers, scalers, samplers, loaders...
+
+Roles come from constructors (resolved through imports), from aliases and tuple unpacking
+(``model, optimizer, loader = accelerator.prepare(...)``), from what local helpers return, and from
+parameter annotations. Naming conventions are used only by the event extractor, as a last resort
+for receivers no assignment explains.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC
+from .names import ImportMap, dotted
+
+OPTIMIZER = "optimizer"
+SCHEDULER = "scheduler"
+SCALER = "scaler"
+SAMPLER = "sampler"
+LOADER = "loader"
+ACCELERATOR = "accelerator"
+LOSS_FN = "loss_fn"
+WRAPPED = "wrapped_model"
+
+
+@dataclass(frozen=True)
+class Role:
+    kind: str
+    cadence: Optional[str] = None  # schedulers
+    optimizer: Optional[str] = None  # schedulers: access path of their optimizer
+    shuffle: Optional[bool] = None  # DistributedSampler: literal shuffle value (None: not literal)
+    sampler: Optional[str] = None  # loaders: access path of their DistributedSampler
+    reduction: Optional[str] = None  # loss modules: "mean" | "sum" | "none" | None (not literal)
+
+
+_SCHEDULER_CADENCE = {
+    "OneCycleLR": CADENCE_BATCH,
+    "CyclicLR": CADENCE_BATCH,
+    "ReduceLROnPlateau": CADENCE_METRIC,
+    "StepLR": CADENCE_EPOCH,
+    "MultiStepLR": CADENCE_EPOCH,
+    "ExponentialLR": CADENCE_EPOCH,
+    "CosineAnnealingLR": None,  # T_max decides: epochs or steps
+    "CosineAnnealingWarmRestarts": None,
+    "LambdaLR": None,
+    "MultiplicativeLR": None,
+    "LinearLR": None,
+    "ConstantLR": None,
+    "PolynomialLR": None,
+    "SequentialLR": None,
+    "ChainedScheduler": None,
+    "LRScheduler": None,
+    "_LRScheduler": None,
+}
+_SCALERS = {"GradScaler", "ShardedGradScaler"}
+_LOSS_CLASSES = {
+    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss",
+    "HuberLoss", "KLDivLoss", "CTCLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "MarginRankingLoss",
+    "MultiLabelSoftMarginLoss", "SoftMarginLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+    "MultiMarginLoss", "MultiLabelMarginLoss",
+}
+_WRAPPERS = {"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel", "fully_shard"}
+_OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "torch_optimizer.")
+_OPTIMIZER_FACTORIES = {"create_optimizer_v2", "create_optimizer"}
+_HF_SCHEDULE = re.compile(r"^get_(\w+_)?schedule(_with_warmup)?$|^get_scheduler$")
+
+
+def _kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def _arg(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
+    arg = _kwarg(call, name)
+    if arg is not None:
+        return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[index].value if index < len(positional) else None
+
+
+def _literal_bool(node: Optional[cst.BaseExpression]) -> Optional[bool]:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def _literal_str(node: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
+    return None
+
+
+def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
+    """The role of the object a call constructs, judged by what the callee resolves to."""
+    qualified = imports.qualify(call.func) or ""
+    last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    if not last:
+        return None
+    resolved = bool(qualified)
+    # Unresolved names (star imports, re-exports) are accepted for distinctive class names only.
+    if last in _SCHEDULER_CADENCE and (not resolved or "lr_scheduler" in qualified or qualified.startswith("torch.optim")):
+        cadence = _SCHEDULER_CADENCE[last]
+        return Role(SCHEDULER, cadence=cadence, optimizer=dotted(_arg(call, 0, "optimizer") or cst.Name("_")))
+    if _HF_SCHEDULE.match(last) and (not resolved or qualified.startswith(("transformers", "diffusers"))):
+        return Role(SCHEDULER, cadence=CADENCE_BATCH, optimizer=dotted(_arg(call, 1 if last == "get_scheduler" else 0, "optimizer") or cst.Name("_")))
+    if qualified.startswith("timm.scheduler"):
+        # timm schedulers are stepped with an explicit epoch/update index: ordering is explicit.
+        return Role(SCHEDULER, cadence=CADENCE_METRIC)
+    if last in _SCALERS and (not resolved or qualified.startswith("torch")):
+        return Role(SCALER)
+    if last == "DistributedSampler" and (not resolved or qualified.startswith("torch")):
+        shuffle = _kwarg(call, "shuffle")
+        positional_shuffle = _arg(call, 3, "shuffle")
+        value = True if shuffle is None and positional_shuffle is None else _literal_bool(positional_shuffle)
+        return Role(SAMPLER, shuffle=value)
+    if last == "DataLoader" and (not resolved or qualified.startswith("torch")):
+        sampler = _kwarg(call, "sampler")
+        return Role(LOADER, sampler=dotted(sampler.value) if sampler is not None else None)
+    if last == "Accelerator" and (not resolved or qualified.startswith("accelerate")):
+        return Role(ACCELERATOR)
+    if last in _LOSS_CLASSES and (not resolved or qualified.startswith("torch")):
+        reduction = _kwarg(call, "reduction")
+        return Role(LOSS_FN, reduction=_literal_str(reduction.value) if reduction is not None else "mean")
+    if last in _WRAPPERS and (not resolved or qualified.startswith("torch")):
+        return Role(WRAPPED)
+    if resolved and (qualified.startswith(_OPTIMIZER_MODULES) and last[:1].isupper() and "lr_scheduler" not in qualified):
+        if last not in ("Optimizer",):
+            return Role(OPTIMIZER)
+    if last in ("AdamW", "Adafactor") and qualified.startswith("transformers"):
+        return Role(OPTIMIZER)
+    if last in _OPTIMIZER_FACTORIES and (not resolved or qualified.startswith("timm")):
+        return Role(OPTIMIZER)
+    if last == "ZeroRedundancyOptimizer":
+        return Role(OPTIMIZER)
+    return None
+
+
+_ANNOTATION_ROLES = {
+    "Optimizer": OPTIMIZER,
+    "LRScheduler": SCHEDULER,
+    "_LRScheduler": SCHEDULER,
+    "GradScaler": SCALER,
+    "DistributedSampler": SAMPLER,
+    "DataLoader": LOADER,
+    "Accelerator": ACCELERATOR,
+}
+
+
+def role_from_annotation(annotation: cst.BaseExpression) -> Optional[Role]:
+    last = (dotted(annotation) or "").rsplit(".", 1)[-1]
+    kind = _ANNOTATION_ROLES.get(last)
+    if kind is None:
+        return None
+    if kind == SAMPLER:
+        return Role(SAMPLER, shuffle=None)
+    return Role(kind)
+
+
+class RoleTable:
+    """Access path -> Role, flow-insensitive over the module (``self.x`` is class-wide)."""
+
+    def __init__(self) -> None:
+        self.roles: Dict[str, Role] = {}
+
+    def get(self, path: Optional[str]) -> Optional[Role]:
+        return self.roles.get(path) if path else None
+
+    def set(self, path: Optional[str], role: Optional[Role]) -> bool:
+        if not path or role is None or path in self.roles:
+            return False
+        self.roles[path] = role
+        return True
+
+    def sampler_of(self, loader_path: Optional[str]) -> Optional[str]:
+        role = self.get(loader_path)
+        return role.sampler if role is not None and role.kind == LOADER else None
