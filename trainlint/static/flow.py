@@ -112,7 +112,7 @@ class Interpreter:
                 frame = replace(frame, accum=k)
             # A loop that backpropagates but never steps is a micro-step loop: what follows is
             # the accumulation boundary.
-            k = self._micro_loop(stmt)
+            k = self._micro_loop(stmt, frame)
             if k is not None and frame.accum is None:
                 frame = replace(frame, accum=k)
         outcome.normal = _unique(current)
@@ -253,10 +253,11 @@ class Interpreter:
         )
         return k if negative else None
 
-    def _micro_loop(self, stmt: cst.CSTNode) -> Optional[str]:
-        if not isinstance(stmt, (cst.For, cst.While)):
+    def _micro_loop(self, stmt: cst.CSTNode, frame: Frame) -> Optional[str]:
+        if not isinstance(stmt, (cst.For, cst.While)) or not self._mentions(stmt.body, "backward("):
             return None
-        if not (self._mentions(stmt.body, ".backward(") and not self._mentions(stmt.body, ".step(")):
+        kinds = {getattr(self.extractor.call_event(call, frame), "kind", None) for call in _walk_calls(stmt.body)}
+        if EventKind.BACKWARD not in kinds or EventKind.OPTIMIZER_STEP in kinds:
             return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
             return " ".join(self.model.module.code_for_node(stmt.iter.args[-1].value).split())

@@ -1,0 +1,28 @@
+"""Reading ``# expect: TL101, TL103`` annotations from fixture programs (shared by the tests)."""
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from pathlib import Path
+from typing import List, Set, Tuple
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+_EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+
+
+def expected_findings(source: str) -> Set[Tuple[int, str]]:
+    """(line, rule id) pairs named by ``# expect:`` comments (real comments only, via tokenize)."""
+    expected = set()
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            match = _EXPECT.search(token.string)
+            if match:
+                for rule in match.group(1).split(","):
+                    if rule.strip():
+                        expected.add((token.start[0], rule.strip()))
+    return expected
+
+
+def fixture_files() -> List[Path]:
+    return sorted(p for p in FIXTURES.rglob("*.py") if "__pycache__" not in p.parts)

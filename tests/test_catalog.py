@@ -1,0 +1,47 @@
+"""The catalog loads, is well-formed, and every entry's own bad/good examples behave as documented."""
+from __future__ import annotations
+
+import pytest
+
+from trainlint.catalog import SEVERITIES, get_rule, load_catalog, matches
+from trainlint.static.analyzer import analyze
+
+CATALOG = load_catalog()
+ALL_RULES = frozenset(CATALOG)
+
+
+def test_core_rules_keep_their_public_ids_and_names():
+    expected = {
+        "TL101": "clip-after-step",
+        "TL102": "scheduler-before-step",
+        "TL103": "clip-before-unscale",
+        "TL201": "undivided-accumulation-loss",
+        "TL301": "missing-set-epoch",
+    }
+    for rule_id, name in expected.items():
+        assert CATALOG[rule_id].name == name
+        assert get_rule(name) is CATALOG[rule_id]
+
+
+@pytest.mark.parametrize("rule", CATALOG.values(), ids=lambda r: r.id)
+def test_entry_is_complete(rule):
+    assert rule.severity in SEVERITIES
+    for text in (rule.summary, rule.rationale, rule.fix, rule.runtime, rule.bad, rule.good):
+        assert text.strip()
+
+
+@pytest.mark.parametrize("rule", CATALOG.values(), ids=lambda r: r.id)
+def test_bad_example_is_reported(rule):
+    found = {r for r, _, _ in analyze(rule.bad, ALL_RULES)}
+    assert rule.id in found, f"{rule.id} bad example produced {found}"
+
+
+@pytest.mark.parametrize("rule", CATALOG.values(), ids=lambda r: r.id)
+def test_good_example_is_clean(rule):
+    assert analyze(rule.good, ALL_RULES) == []
+
+
+def test_selectors():
+    rule = CATALOG["TL101"]
+    assert matches(rule, "TL101") and matches(rule, "TL1") and matches(rule, "clip-after-step")
+    assert matches(rule, "ALL") and not matches(rule, "TL2")

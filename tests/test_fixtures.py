@@ -1,0 +1,31 @@
+"""Every fixture program yields exactly the findings its ``# expect:`` comments name."""
+from __future__ import annotations
+
+import pytest
+
+from trainlint.catalog import load_catalog
+from trainlint.static.analyzer import analyze
+
+from fixture_expectations import FIXTURES, expected_findings, fixture_files
+
+ALL_RULES = frozenset(load_catalog())
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_fixture(path):
+    source = path.read_text(encoding="utf-8")
+    expected = expected_findings(source)
+    actual = {(span[0], rule) for rule, span, _ in analyze(source, ALL_RULES)}
+    missed = sorted(expected - actual)
+    extra = sorted(actual - expected)
+    assert not missed and not extra, f"missed {missed}, unexpected {extra}"
+
+
+def test_every_rule_has_bad_and_good_fixtures():
+    for rule_id in load_catalog():
+        files = [p for p in fixture_files() if p.parent.name == rule_id]
+        bad = [p for p in files if p.name.startswith("bad_")]
+        good = [p for p in files if p.name.startswith("good_")]
+        assert len(bad) >= 3 and len(good) >= 3, f"{rule_id}: {len(bad)} bad, {len(good)} good fixtures"
+        for p in bad:
+            assert any(rule == rule_id for _, rule in expected_findings(p.read_text(encoding="utf-8"))), p
