@@ -25,6 +25,7 @@ from ..events import Event, EventKind
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from .names import dotted
+from .walk import children, walk
 
 MAX_CALL_DEPTH = 4
 MAX_STATES = 192  # per program point; beyond this, further paths are dropped (bounded work)
@@ -54,10 +55,18 @@ def _walk_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
     """Calls in evaluation order (arguments and receivers before the call); skips lambdas."""
     if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
         return
-    for child in node.children:
+    for child in children(node):
         yield from _walk_calls(child)
     if isinstance(node, cst.Call):
         yield node
+
+
+# Calls that can be events; anything else is relevant only if it reaches a local function.
+_EVENT_NAMES = frozenset({
+    "backward", "manual_backward", "zero_grad", "step", "unscale_", "update", "set_epoch", "iter",
+    "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients",
+})
+_JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
 class Interpreter:
@@ -70,6 +79,37 @@ class Interpreter:
         self._memo: Dict[tuple, List[PathState]] = {}
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
+        self._calls: Dict[int, List[cst.Call]] = {}
+        self._relevance: Dict[int, bool] = {}
+        local = {fn.name for fn in model.all_functions}
+        self._interesting = _EVENT_NAMES | local
+        self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
+
+    def calls(self, node: cst.CSTNode) -> List[cst.Call]:
+        cached = self._calls.get(id(node))
+        if cached is None:
+            cached = self._calls[id(node)] = list(_walk_calls(node))
+        return cached
+
+    def relevant(self, node: cst.CSTNode) -> bool:
+        """Can this statement change a path's events or end it? Irrelevant statements are skipped."""
+        cached = self._relevance.get(id(node))
+        if cached is None:
+            cached = False
+            for sub in walk(node):
+                if isinstance(sub, cst.Call):
+                    func = sub.func
+                    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+                    if name in self._interesting:
+                        cached = True
+                elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
+                    cached = True
+                elif isinstance(sub, cst.Assign) and _clears_grad(sub):
+                    cached = True
+                if cached:
+                    break
+            self._relevance[id(node)] = cached
+        return cached
 
     # ----------------------------------------------------------------- entry points
     def run(self, body: Sequence[cst.CSTNode], frame: Frame, history_known: bool = True) -> None:
@@ -98,9 +138,11 @@ class Interpreter:
     def block(self, body: Sequence[cst.CSTNode], states: List[PathState], frame: Frame) -> Outcome:
         outcome = Outcome()
         current = states
-        for index, stmt in enumerate(body):
+        for stmt in body:
             if not current:
                 break
+            if not self.relevant(stmt):
+                continue
             result = self.stmt(stmt, current, frame)
             outcome.breaks += result.breaks
             outcome.continues += result.continues
@@ -168,7 +210,7 @@ class Interpreter:
         return outcome
 
     def _expr(self, node: cst.CSTNode, states: List[PathState], frame: Frame) -> List[PathState]:
-        for call in _walk_calls(node):
+        for call in self.calls(node):
             event = self.extractor.call_event(call, frame)
             if event is not None:
                 states = self._feed(states, event)
@@ -227,10 +269,10 @@ class Interpreter:
 
     def _boundary(self, test: cst.BaseExpression) -> Optional[str]:
         """``k`` when a condition marks an accumulation boundary (``(i + 1) % k == 0``...)."""
-        for node in _walk(test):
+        for node in walk(test):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
                 return " ".join(self.model.module.code_for_node(node.right).split())
-        for node in _walk(test):
+        for node in walk(test):
             path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             if path and _BOUNDARY_NAME.search(path):
                 return path if "accum" in path.lower() else "the accumulation steps"
@@ -249,14 +291,14 @@ class Interpreter:
             return None
         _, polarity = self._cond_key(stmt.test)
         negative = not polarity or any(
-            isinstance(c.operator, cst.NotEqual) for node in _walk(stmt.test) if isinstance(node, cst.Comparison) for c in node.comparisons
+            isinstance(c.operator, cst.NotEqual) for node in walk(stmt.test) if isinstance(node, cst.Comparison) for c in node.comparisons
         )
         return k if negative else None
 
     def _micro_loop(self, stmt: cst.CSTNode, frame: Frame) -> Optional[str]:
         if not isinstance(stmt, (cst.For, cst.While)) or not self._mentions(stmt.body, "backward("):
             return None
-        kinds = {getattr(self.extractor.call_event(call, frame), "kind", None) for call in _walk_calls(stmt.body)}
+        kinds = {getattr(self.extractor.call_event(call, frame), "kind", None) for call in self.calls(stmt.body)}
         if EventKind.BACKWARD not in kinds or EventKind.OPTIMIZER_STEP in kinds:
             return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
@@ -307,7 +349,7 @@ class Interpreter:
             found: Set[str] = set()
             if isinstance(stmt, cst.For):
                 found |= set(_names(stmt.target))
-            for node in _walk(stmt.body):
+            for node in walk(stmt.body):
                 if isinstance(node, cst.AssignTarget):
                     found |= set(_names(node.target))
                 elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
@@ -384,14 +426,8 @@ def _merge(a: Outcome, b: Outcome, normal: Optional[List[PathState]]) -> Outcome
     )
 
 
-def _walk(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
 def _names(node: cst.CSTNode) -> Iterable[str]:
-    for child in _walk(node):
+    for child in walk(node):
         if isinstance(child, cst.Name):
             yield child.value
 
