@@ -23,8 +23,10 @@ class EventKind(str, enum.Enum):
     LOADER_ITER = "loader_iter"  # a new pass over a data loader begins (iter(loader))
     TRAIN_MODE = "train"
     EVAL_MODE = "eval"
-    NO_SYNC_ENTER = "no_sync_enter"
+    NO_SYNC_ENTER = "no_sync_enter"  # gradient sync off for the following forwards (no_sync, ...)
     NO_SYNC_EXIT = "no_sync_exit"
+    SYNC_MANAGED = "sync_managed"  # the code sets DDP's require_backward_grad_sync itself
+    FORWARD = "forward"  # a forward pass of a DDP/FSDP-wrapped model (where DDP decides to sync)
 
 
 # Loss kinds carried by BACKWARD events (what reached backward(), as far as it can be told).
@@ -59,6 +61,9 @@ class Event:
     cadence: Optional[str] = None  # SCHEDULER_STEP: one of the CADENCE_* kinds
     shuffle: Optional[bool] = None  # LOADER_ITER: the loader's DistributedSampler shuffles
     sampler: Optional[str] = None  # LOADER_ITER: its DistributedSampler (None: none known)
+    via_scaler: bool = False  # OPTIMIZER_STEP: scaler.step(optimizer)
+    closure: bool = False  # OPTIMIZER_STEP: step(closure) recomputes gradients itself (LBFGS)
+    module: Optional[str] = None  # OPTIMIZER_STEP: the model whose parameters it updates
 
 
 def same_object(a: Optional[str], b: Optional[str]) -> bool:

@@ -52,7 +52,7 @@ def find_violations(module: cst.Module, source: str) -> List[Violation]:
     for fn in uncalled + model.all_functions:
         if id(fn.node) not in interpreter.reached:
             interpreter.run(fn.body, Frame(fn, cls=fn.cls), history_known=True)
-    return list(interpreter.violations)
+    return interpreter.confirmed()
 
 
 Span = Tuple[int, int, int, int]

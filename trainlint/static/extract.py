@@ -16,7 +16,7 @@ from ..events import CADENCE_METRIC, LOSS_DIVIDED, Event, EventKind
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import dotted
-from .roles import ACCELERATOR, LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role
+from .roles import ACCELERATOR, LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role
 
 _OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
 _SCHED_NAME = re.compile(r"sched", re.IGNORECASE)
@@ -91,6 +91,8 @@ class Extractor:
             method = func.attr.value
             receiver = frame.resolve(func.value)
             return self._method_event(call, method, func.value, receiver, frame)
+        if self._is_wrapped(frame.resolve(func)):
+            return self._event(call, kind=EventKind.FORWARD, target=frame.resolve(func), label=_last(dotted(func)) + "(...)")
         qualified = self.model.imports.qualify(func) or ""
         name = _last(dotted(func))
         if name in _CLIP_FUNCTIONS or qualified.startswith("torch.nn.utils.clip_grad"):
@@ -127,7 +129,47 @@ class Extractor:
             return self._event(call, kind=EventKind.SCALER_UPDATE, target=receiver)
         if method == "set_epoch":
             return self._event(call, kind=EventKind.SET_EPOCH, target=self._sampler_target(receiver))
+        if method in ("train", "eval") and receiver and len(call.args) <= 1:
+            return self._mode_event(call, method, receiver)
+        if method == "set_requires_gradient_sync" and call.args:
+            enabled = call.args[0].value
+            off = isinstance(enabled, cst.Name) and enabled.value == "False"
+            on = isinstance(enabled, cst.Name) and enabled.value == "True"
+            if off or on:
+                return self._event(call, kind=EventKind.NO_SYNC_ENTER if off else EventKind.NO_SYNC_EXIT, target=receiver)
+            return self._event(call, kind=EventKind.SYNC_MANAGED, target=receiver)
+        if method == "zero_" and isinstance(call.func, cst.Attribute) and _last(dotted(call.func.value)) == "grad":
+            return self._event(call, kind=EventKind.ZERO_GRAD)
         return None
+
+    def _mode_event(self, call: cst.Call, method: str, receiver: str) -> Optional[Event]:
+        if method == "eval" and call.args:
+            return None
+        training = True
+        if call.args:
+            flag = call.args[0].value
+            if not (isinstance(flag, cst.Name) and flag.value in ("True", "False")):
+                return None  # train(mode): unknown mode
+            training = flag.value == "True"
+        if method == "eval":
+            training = False
+        return self._event(call, kind=EventKind.TRAIN_MODE if training else EventKind.EVAL_MODE, target=receiver)
+
+    def _is_wrapped(self, path: Optional[str]) -> bool:
+        role = self.role(path)
+        return role is not None and role.kind == WRAPPED
+
+    def context_events(self, item: cst.WithItem, frame: Frame) -> Tuple[Optional[Event], Optional[Event]]:
+        """Enter/exit events of a with-item: ``model.no_sync()``, ``accelerator.accumulate(model)``."""
+        call = item.item
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return None, None
+        if call.func.attr.value not in ("no_sync", "accumulate"):
+            return None, None
+        receiver = frame.resolve(call.func.value)
+        enter = self._event(call, kind=EventKind.NO_SYNC_ENTER, target=receiver)
+        exit_ = self._event(item, kind=EventKind.NO_SYNC_EXIT, target=receiver, label="end of " + enter.label)
+        return enter, exit_
 
     def _step_event(self, call: cst.Call, receiver: Optional[str], frame: Frame) -> Optional[Event]:
         role = self.role(receiver)
@@ -141,9 +183,10 @@ class Extractor:
             elif _OPT_NAME.search(last):
                 kind = OPTIMIZER
         if kind == SCALER and call.args:
-            return self._optimizer_step(call, frame.resolve(call.args[0].value), frame)
+            return self._optimizer_step(call, frame.resolve(call.args[0].value), frame, via_scaler=True)
         if kind == OPTIMIZER:
-            return self._optimizer_step(call, receiver, frame)
+            closure = any(a.keyword is None or a.keyword.value == "closure" for a in call.args)
+            return self._optimizer_step(call, receiver, frame, closure=closure)
         if kind == SCHEDULER:
             explicit = any(a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args)
             cadence = CADENCE_METRIC if explicit else (role.cadence if role is not None else None)
@@ -151,7 +194,9 @@ class Extractor:
             return self._event(call, kind=EventKind.SCHEDULER_STEP, target=receiver, cadence=cadence, optimizer=optimizer)
         return None
 
-    def _optimizer_step(self, call: cst.Call, optimizer: Optional[str], frame: Frame) -> Event:
+    def _optimizer_step(
+        self, call: cst.Call, optimizer: Optional[str], frame: Frame, via_scaler: bool = False, closure: bool = False
+    ) -> Event:
         # Statically a step counts as an accumulation boundary only inside a recognised structure
         # (a modulo/sync condition, or after a micro-step loop); two losses backpropagated before
         # one step are not accumulation.
@@ -161,7 +206,14 @@ class Extractor:
             target=optimizer,
             boundary=frame.accum is not None,
             accum=frame.accum,
+            via_scaler=via_scaler,
+            closure=closure,
+            module=self._module_of(optimizer),
         )
+
+    def _module_of(self, optimizer: Optional[str]) -> Optional[str]:
+        role = self.role(optimizer)
+        return role.module if role is not None and role.kind == OPTIMIZER else None
 
     def _backward(self, call: cst.Call, loss_expr: cst.BaseExpression, frame: Frame, scaled: bool = False) -> Event:
         loss = classify_loss(loss_expr, frame.function, self.model)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -65,7 +65,11 @@ def _walk_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
 _EVENT_NAMES = frozenset({
     "backward", "manual_backward", "zero_grad", "step", "unscale_", "update", "set_epoch", "iter",
     "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients",
+    "train", "eval", "no_sync", "accumulate", "set_requires_gradient_sync", "zero_",
 })
+# Code that sets DDP's sync flag itself (nanoGPT's require_backward_grad_sync, a no_sync() context
+# chosen by an expression) is trusted to handle accumulation: TL203 stays quiet there.
+_SYNC_MANAGED = re.compile(r"require_backward_grad_sync|=[^\n]*\bno_sync\(|\bno_sync\b(?!\()")
 _JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
@@ -74,6 +78,9 @@ class Interpreter:
         self.model = model
         self.extractor = extractor
         self.violations: Dict[Violation, None] = {}
+        # For "must" violations: the states each event was fed in, and those that violated.
+        self._reached_in: Dict[Event, Set[PathState]] = {}
+        self._violated_in: Dict[Violation, Set[PathState]] = {}
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
         self._stack: List[Function] = []
         self._memo: Dict[tuple, List[PathState]] = {}
@@ -82,7 +89,9 @@ class Interpreter:
         self._calls: Dict[int, List[cst.Call]] = {}
         self._relevance: Dict[int, bool] = {}
         local = {fn.name for fn in model.all_functions}
-        self._interesting = _EVENT_NAMES | local
+        wrapped = {path.rsplit(".", 1)[-1] for path, role in model.roles.roles.items() if role.kind == "wrapped_model"}
+        self._interesting = _EVENT_NAMES | local | wrapped
+        self._sync_managed = bool(_SYNC_MANAGED.search(model.source))
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
 
     def calls(self, node: cst.CSTNode) -> List[cst.Call]:
@@ -114,6 +123,8 @@ class Interpreter:
     # ----------------------------------------------------------------- entry points
     def run(self, body: Sequence[cst.CSTNode], frame: Frame, history_known: bool = True) -> None:
         start = [PathState(checker.initial_state(history_known))]
+        if self._sync_managed:
+            start = self._feed(start, self.extractor._event(self.model.module, kind=EventKind.SYNC_MANAGED))
         if frame.function is not None:
             self._stack.append(frame.function)
             self.reached.add(id(frame.function.node))
@@ -131,8 +142,18 @@ class Interpreter:
             checks, found = checker.feed(state.checks, event)
             for violation in found:
                 self.violations.setdefault(violation, None)
+                if violation.must:
+                    self._violated_in.setdefault(violation, set()).add(state)
+            self._reached_in.setdefault(event, set()).add(state)
             out.append(PathState(checks, state.assume))
         return _unique(out)
+
+    def confirmed(self) -> List[Violation]:
+        """Violations that hold: "may" ones on some path, "must" ones on every path reaching them."""
+        return [
+            v for v in self.violations
+            if not v.must or self._violated_in.get(v, set()) >= self._reached_in.get(v.at, set())
+        ]
 
     # ----------------------------------------------------------------- statements
     def block(self, body: Sequence[cst.CSTNode], states: List[PathState], frame: Frame) -> Outcome:
@@ -168,9 +189,16 @@ class Interpreter:
         if isinstance(stmt, (cst.For, cst.While)):
             return self._loop(stmt, states, frame)
         if isinstance(stmt, cst.With):
+            exits = []
             for item in stmt.items:
                 states = self._expr(item.item, states, frame)
-            return self.block(block(stmt.body), states, frame)
+                enter, exit_ = self.extractor.context_events(item, frame)
+                states = self._feed(states, enter)
+                exits.append(exit_)
+            outcome = self.block(block(stmt.body), states, frame)
+            for exit_ in reversed(exits):
+                outcome.normal = self._feed(outcome.normal, exit_)
+            return outcome
         if isinstance(stmt, (cst.Try, cst.TryStar)):
             body = self.block(block(stmt.body), states, frame)
             if stmt.orelse is not None:
@@ -211,13 +239,11 @@ class Interpreter:
 
     def _expr(self, node: cst.CSTNode, states: List[PathState], frame: Frame) -> List[PathState]:
         for call in self.calls(node):
-            event = self.extractor.call_event(call, frame)
-            if event is not None:
-                states = self._feed(states, event)
-                continue
             callee = self._local_callee(call, frame)
             if callee is not None:
                 states = self._inline(callee, call, states, frame)
+            else:
+                states = self._feed(states, self.extractor.call_event(call, frame))
         return states
 
     # ----------------------------------------------------------------- branches

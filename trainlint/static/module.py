@@ -13,11 +13,6 @@ import libcst as cst
 
 from .names import ImportMap, dotted
 from .roles import (
-    ACCELERATOR,
-    LOADER,
-    OPTIMIZER,
-    SAMPLER,
-    SCHEDULER,
     Role,
     RoleTable,
     classify_constructor,

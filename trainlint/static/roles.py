@@ -8,13 +8,14 @@ for receivers no assignment explains.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, Optional
 
 import libcst as cst
 
 from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC
 from .names import ImportMap, dotted
+from .walk import walk
 
 OPTIMIZER = "optimizer"
 SCHEDULER = "scheduler"
@@ -34,6 +35,7 @@ class Role:
     shuffle: Optional[bool] = None  # DistributedSampler: literal shuffle value (None: not literal)
     sampler: Optional[str] = None  # loaders: access path of their DistributedSampler
     reduction: Optional[str] = None  # loss modules: "mean" | "sum" | "none" | None (not literal)
+    module: Optional[str] = None  # optimizers: the model whose parameters they update
 
 
 _SCHEDULER_CADENCE = {
@@ -92,6 +94,32 @@ def _literal_str(node: Optional[cst.BaseExpression]) -> Optional[str]:
     return None
 
 
+def params_owner(node: Optional[cst.CSTNode]) -> Optional[str]:
+    """The model an optimizer's params argument comes from: the common prefix of every
+    ``X.parameters()`` / ``X.named_parameters()`` receiver in it (``model`` for param groups
+    built from ``model.backbone`` and ``model.head``)."""
+    if node is None:
+        return None
+    owners = []
+    for sub in walk(node):
+        if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in (
+            "parameters", "named_parameters"
+        ):
+            owner = dotted(sub.func.value)
+            if owner is None:
+                return None
+            owners.append(owner.split("."))
+    if not owners:
+        return None
+    common = owners[0]
+    for parts in owners[1:]:
+        shared = 0
+        while shared < min(len(common), len(parts)) and common[shared] == parts[shared]:
+            shared += 1
+        common = common[:shared]
+    return ".".join(common) or None
+
+
 def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
     """The role of the object a call constructs, judged by what the callee resolves to."""
     qualified = imports.qualify(call.func) or ""
@@ -125,15 +153,16 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
         return Role(LOSS_FN, reduction=_literal_str(reduction.value) if reduction is not None else "mean")
     if last in _WRAPPERS and (not resolved or qualified.startswith("torch")):
         return Role(WRAPPED)
+    optimizer = Role(OPTIMIZER, module=params_owner(_arg(call, 0, "params")))
     if resolved and (qualified.startswith(_OPTIMIZER_MODULES) and last[:1].isupper() and "lr_scheduler" not in qualified):
         if last not in ("Optimizer",):
-            return Role(OPTIMIZER)
+            return optimizer
     if last in ("AdamW", "Adafactor") and qualified.startswith("transformers"):
-        return Role(OPTIMIZER)
+        return optimizer
     if last in _OPTIMIZER_FACTORIES and (not resolved or qualified.startswith("timm")):
-        return Role(OPTIMIZER)
+        return Role(OPTIMIZER, module=params_owner(_arg(call, 0, "model")))
     if last == "ZeroRedundancyOptimizer":
-        return Role(OPTIMIZER)
+        return optimizer
     return None
 
 

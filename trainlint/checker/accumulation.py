@@ -1,0 +1,113 @@
+"""Gradient accumulation (TL201)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+from ..events import LOSS_MEAN, Event, EventKind
+from .base import Invariant, LineOf, Violation, where
+
+
+# --------------------------------------------------------------------------- TL201
+@dataclass(frozen=True)
+class _AccumState:
+    backwards: Tuple[Event, ...] = ()  # backward passes since the last zero_grad/step (at most 2)
+
+
+class AccumulationScaling(Invariant):
+    """TL201: several backward passes per optimizer step with a mean loss never divided by k."""
+
+    rules = ("TL201",)
+
+    def initial(self, history_known: bool):
+        return _AccumState()
+
+    def feed(self, state: _AccumState, ev: Event):
+        if ev.kind is EventKind.BACKWARD:
+            if len(state.backwards) >= 2:
+                # Keep the first undivided pass if any: it is the one a finding names.
+                kept = state.backwards if any(b.loss == LOSS_MEAN for b in state.backwards) else (state.backwards[0],)
+                if ev.loss == LOSS_MEAN and not any(b.loss == LOSS_MEAN for b in kept):
+                    kept = (kept[0], ev)
+                return _AccumState(kept[:2]), []
+            return _AccumState(state.backwards + (ev,)), []
+        if ev.kind is EventKind.ZERO_GRAD:
+            return _AccumState(), []
+        if ev.kind is EventKind.OPTIMIZER_STEP:
+            found = []
+            if len(state.backwards) >= 2 and ev.boundary is not False:
+                undivided = next((b for b in state.backwards if b.loss == LOSS_MEAN), None)
+                if undivided is not None:
+                    found.append(Violation("TL201", undivided, (("step", ev),)))
+            return _AccumState(), found
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        step_event = v.get("step")
+        step = where(step_event, line_of, "optimizer.step()")
+        k = step_event.accum if step_event is not None and step_event.accum else "the number of accumulation steps"
+        return (
+            f"{v.at.label} accumulates gradients of a mean-reduced loss over several micro-batches "
+            f"before {step}, but the loss is never divided by {k}: the summed gradient is that many "
+            f"times too large (a larger learning rate, and clipping/weight decay at the wrong "
+            f"strength); divide the loss by {k} before backward()."
+        )
+
+
+
+
+# --------------------------------------------------------------------------- TL203
+@dataclass(frozen=True)
+class _SyncState:
+    no_sync: int = 0  # depth of no_sync()-like contexts
+    managed: bool = False  # the code sets require_backward_grad_sync itself
+    forward_synced: Optional[bool] = None  # did the latest wrapped forward decide to all-reduce?
+    synced_backward: Optional[Event] = None  # a synced backward in the current window...
+    backwards: int = 0  # ...followed by this many backward passes (capped)
+
+
+class AccumulationSync(Invariant):
+    """TL203: micro-steps of a DDP/FSDP model that all-reduce although the step comes later.
+
+    DDP decides at forward time whether the next backward all-reduces, so a forward outside
+    ``no_sync()`` syncs even when its backward runs inside one.
+    """
+
+    rules = ("TL203",)
+
+    def initial(self, history_known: bool):
+        return _SyncState()
+
+    def feed(self, state: _SyncState, ev: Event):
+        kind = ev.kind
+        if kind is EventKind.NO_SYNC_ENTER:
+            return replace(state, no_sync=min(state.no_sync + 1, 3)), []
+        if kind is EventKind.NO_SYNC_EXIT:
+            return replace(state, no_sync=max(state.no_sync - 1, 0)), []
+        if kind is EventKind.SYNC_MANAGED:
+            return replace(state, managed=True), []
+        if kind is EventKind.FORWARD:
+            return replace(state, forward_synced=state.no_sync == 0 and not state.managed), []
+        if kind is EventKind.BACKWARD:
+            synced = state.forward_synced
+            if state.backwards == 0 or state.synced_backward is None:
+                return replace(state, synced_backward=ev if synced else None, backwards=1), []
+            return replace(state, backwards=2), []
+        if kind is EventKind.OPTIMIZER_STEP:
+            found = []
+            if state.synced_backward is not None and state.backwards >= 2 and ev.boundary is not False:
+                found.append(Violation("TL203", state.synced_backward, (("step", ev),)))
+            return replace(state, synced_backward=None, backwards=0, forward_synced=None), found
+        if kind is EventKind.ZERO_GRAD:
+            return replace(state, synced_backward=None, backwards=0), []
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        step = where(v.get("step"), line_of, "optimizer.step()")
+        return (
+            f"{v.at.label} is a micro-step of gradient accumulation on a DDP/FSDP model, but its "
+            f"forward ran with gradient sync on, so it all-reduces gradients although {step} only "
+            f"comes after more micro-batches: k-1 wasted all-reduces per step; run the forward and "
+            f"backward of non-final micro-steps inside model.no_sync() (FSDP2: "
+            f"set_requires_gradient_sync(False))."
+        )

@@ -1,0 +1,45 @@
+"""Base of the shared checker: violations and the invariant interface."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+from ..events import Event
+
+LineOf = Callable[[Event], Optional[int]]
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    at: Event  # the statement the finding is reported on
+    related: Tuple[Tuple[str, Event], ...] = ()  # other statements the message names, by role
+    # A "must" violation is reported statically only if it happens on every path that reaches
+    # ``at`` (e.g. a cadence judged from counts, which a single short path cannot establish).
+    must: bool = False
+
+    def get(self, role: str) -> Optional[Event]:
+        return next((ev for name, ev in self.related if name == role), None)
+
+
+def where(event: Optional[Event], line_of: LineOf, fallback: str) -> str:
+    """How a message names a statement: its label and line."""
+    if event is None:
+        return fallback
+    line = line_of(event)
+    return f"{event.label} (line {line})" if line else event.label
+
+
+class Invariant:
+    """One invariant: a slice of the checker state, its transition, and its rules' messages."""
+
+    rules: Tuple[str, ...] = ()
+
+    def initial(self, history_known: bool):
+        raise NotImplementedError
+
+    def feed(self, state, event: Event) -> Tuple[object, List[Violation]]:
+        raise NotImplementedError
+
+    def message(self, violation: Violation, line_of: LineOf) -> str:
+        raise NotImplementedError

@@ -1,0 +1,59 @@
+"""Data order across epochs (TL301)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+from ..events import Event, EventKind, same_object
+from .base import Invariant, LineOf, Violation
+
+
+# --------------------------------------------------------------------------- TL301
+@dataclass(frozen=True)
+class _SamplerEntry:
+    sampler: Optional[str]
+    epoch_set: bool  # set_epoch since the last pass began
+
+
+@dataclass(frozen=True)
+class _SamplerState:
+    entries: Tuple[_SamplerEntry, ...] = ()
+
+
+class SamplerEpochs(Invariant):
+    """TL301: a shuffling DistributedSampler starts another pass without set_epoch()."""
+
+    rules = ("TL301",)
+
+    def initial(self, history_known: bool):
+        return _SamplerState()
+
+    def feed(self, state: _SamplerState, ev: Event):
+        if ev.kind is EventKind.SET_EPOCH:
+            entries = tuple(
+                replace(e, epoch_set=True) if same_object(e.sampler, ev.target) else e for e in state.entries
+            )
+            return _SamplerState(entries), []
+        if ev.kind is EventKind.LOADER_ITER and ev.sampler is not None and ev.shuffle:
+            found = []
+            entries = list(state.entries)
+            index = next((i for i, e in enumerate(entries) if e.sampler == ev.sampler), None)
+            if index is None:
+                entries.append(_SamplerEntry(ev.sampler, False))
+            else:
+                if not entries[index].epoch_set:
+                    found.append(Violation("TL301", ev))
+                entries[index] = _SamplerEntry(ev.sampler, False)
+            return _SamplerState(tuple(entries)), found
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        sampler = v.at.sampler or "the DistributedSampler"
+        return (
+            f"{v.at.label} starts another epoch over a loader whose DistributedSampler {sampler} "
+            f"shuffles, but {sampler}.set_epoch(epoch) is never called in the epoch loop: every "
+            f"epoch sees the same order on every rank; call {sampler}.set_epoch(epoch) at the top "
+            f"of the epoch loop."
+        )
+
+

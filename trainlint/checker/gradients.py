@@ -1,0 +1,153 @@
+"""Gradient lifecycle: clipping after the step (TL101) or before unscaling (TL103)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+from ..events import Event, EventKind, same_object
+from .base import Invariant, LineOf, Violation, where
+
+
+# --------------------------------------------------------------------------- TL101 / TL103
+@dataclass(frozen=True)
+class _GradState:
+    last: Optional[Event] = None  # the latest BACKWARD or OPTIMIZER_STEP
+    backward: Optional[Event] = None  # the latest BACKWARD
+    scaled: Optional[Event] = None  # a scaled backward whose gradients are not unscaled yet
+
+
+class GradientClipping(Invariant):
+    """TL101 clip after the step; TL103 clip of gradients still multiplied by the loss scale."""
+
+    rules = ("TL101", "TL103")
+
+    def initial(self, history_known: bool):
+        return _GradState()
+
+    def feed(self, state: _GradState, ev: Event):
+        kind = ev.kind
+        if kind is EventKind.BACKWARD:
+            return replace(state, last=ev, backward=ev, scaled=ev if ev.scaled else state.scaled), []
+        if kind is EventKind.OPTIMIZER_STEP:
+            return replace(state, last=ev, scaled=None), []
+        if kind in (EventKind.UNSCALE, EventKind.ZERO_GRAD):
+            return replace(state, scaled=None), []
+        if kind is EventKind.CLIP:
+            found = []
+            if state.last is not None and state.last.kind is EventKind.OPTIMIZER_STEP:
+                related = [("step", state.last)]
+                if state.backward is not None:
+                    related.append(("backward", state.backward))
+                found.append(Violation("TL101", ev, tuple(related)))
+            elif state.scaled is not None:
+                found.append(Violation("TL103", ev, (("backward", state.scaled),)))
+            return state, found
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        if v.rule == "TL101":
+            step = where(v.get("step"), line_of, "optimizer.step()")
+            backward = where(v.get("backward"), line_of, "backward()")
+            return (
+                f"{v.at.label} runs after {step} in the same iteration, so the update used "
+                f"unclipped gradients and the clipped ones are thrown away; move it between "
+                f"{backward} and the step."
+            )
+        backward = where(v.get("backward"), line_of, "scaler.scale(loss).backward()")
+        return (
+            f"{v.at.label} clips gradients that {backward} left multiplied by the GradScaler's loss "
+            f"scale, so max_norm is effectively divided by the scale and nearly every step is "
+            f"over-clipped; call scaler.unscale_(optimizer) right before it."
+        )
+
+
+
+
+# --------------------------------------------------------------------------- TL104 / TL105
+@dataclass(frozen=True)
+class _ZeroState:
+    backward: Optional[Event] = None  # a backward since the last step
+    wiped: Optional[Event] = None  # a zero_grad that came after that backward
+    stepped: Tuple[Event, ...] = ()  # steps with no zero_grad since (one per optimizer)
+
+
+class ZeroGradPlacement(Invariant):
+    """TL104 zero_grad between backward and step; TL105 steps with no zero_grad between them."""
+
+    rules = ("TL104", "TL105")
+
+    def initial(self, history_known: bool):
+        return _ZeroState()
+
+    def feed(self, state: _ZeroState, ev: Event):
+        kind = ev.kind
+        if kind is EventKind.BACKWARD:
+            return replace(state, backward=ev, wiped=None), []
+        if kind is EventKind.ZERO_GRAD:
+            stepped = tuple(s for s in state.stepped if not same_object(s.target, ev.target))
+            wiped = ev if state.backward is not None and state.wiped is None else state.wiped
+            return replace(state, wiped=wiped, stepped=stepped), []
+        if kind is EventKind.OPTIMIZER_STEP:
+            found = []
+            if state.wiped is not None and same_object(state.wiped.target, ev.target):
+                related = (("backward", state.backward), ("step", ev)) if state.backward else (("step", ev),)
+                found.append(Violation("TL104", state.wiped, related))
+            previous = next((s for s in state.stepped if same_object(s.target, ev.target)), None)
+            if previous is not None and not ev.closure:
+                found.append(Violation("TL105", ev, (("previous", previous),)))
+            stepped = tuple(s for s in state.stepped if s.target != ev.target) + (ev,)
+            return _ZeroState(stepped=stepped[-4:]), found
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        if v.rule == "TL104":
+            step = where(v.get("step"), line_of, "optimizer.step()")
+            backward = where(v.get("backward"), line_of, "backward()")
+            return (
+                f"{v.at.label} runs after {backward} and before {step}, so it wipes the gradients "
+                f"the step was meant to use and the optimizer updates with zeros (only weight decay "
+                f"and momentum move the weights); zero the gradients before backward() or after the step."
+            )
+        previous = v.get("previous")
+        same_line = previous is not None and line_of(previous) == line_of(v.at)
+        since = "its previous run" if same_line else where(previous, line_of, "the previous step")
+        return (
+            f"{v.at.label} runs again with no zero_grad() since {since}, so gradients keep "
+            f"accumulating across iterations and every update uses the sum of all past gradients; "
+            f"call optimizer.zero_grad() once per step (before backward() or after step())."
+        )
+
+
+# --------------------------------------------------------------------------- TL106
+@dataclass(frozen=True)
+class _MicroClipState:
+    backwards: int = 0  # backward passes since the last step/zero_grad (capped)
+    clip: Optional[Event] = None  # a clip after one of them
+
+
+class ClipInMicroStep(Invariant):
+    """TL106: under accumulation, a clip between two backward passes of the same optimizer step."""
+
+    rules = ("TL106",)
+
+    def initial(self, history_known: bool):
+        return _MicroClipState()
+
+    def feed(self, state: _MicroClipState, ev: Event):
+        if ev.kind is EventKind.CLIP and state.backwards:
+            return replace(state, clip=ev), []
+        if ev.kind is EventKind.BACKWARD:
+            found = [Violation("TL106", state.clip, (("backward", ev),))] if state.clip is not None else []
+            return _MicroClipState(min(state.backwards + 1, 2)), found
+        if ev.kind in (EventKind.OPTIMIZER_STEP, EventKind.ZERO_GRAD):
+            return _MicroClipState(), []
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        backward = where(v.get("backward"), line_of, "the next backward()")
+        return (
+            f"{v.at.label} clips a partial sum of the accumulated gradients, and {backward} keeps "
+            f"accumulating before the optimizer steps: the micro-batches are clipped unevenly and "
+            f"the final norm is not bounded; clip once, at the accumulation boundary, right before "
+            f"the step."
+        )

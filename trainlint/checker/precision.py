@@ -1,0 +1,71 @@
+"""Mixed precision: a GradScaler that is created but bypassed (TL402)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ..events import Event, EventKind
+from .base import Invariant, LineOf, Violation, where
+
+
+@dataclass(frozen=True)
+class _ScalerState:
+    scaled: Optional[Event] = None  # a scaled backward since the last step
+    plain: Optional[Event] = None  # an unscaled backward since the last step
+    not_updated: Optional[Event] = None  # a scaler.step() with no scaler.update() since
+
+
+class ScalerUse(Invariant):
+    """TL402: scaled gradients stepped directly, unscaled ones through the scaler, or no update()."""
+
+    rules = ("TL402",)
+
+    def initial(self, history_known: bool):
+        return _ScalerState()
+
+    def feed(self, state: _ScalerState, ev: Event):
+        kind = ev.kind
+        if kind is EventKind.BACKWARD:
+            if ev.scaled:
+                return replace(state, scaled=state.scaled or ev), []
+            return replace(state, plain=state.plain or ev), []
+        if kind is EventKind.SCALER_UPDATE:
+            return replace(state, not_updated=None), []
+        if kind is EventKind.OPTIMIZER_STEP:
+            found = []
+            if ev.via_scaler:
+                if state.plain is not None and state.scaled is None:
+                    found.append(Violation("TL402", state.plain, (("step", ev),)))
+                if state.not_updated is not None:
+                    found.append(Violation("TL402", state.not_updated, (("again", ev),)))
+                not_updated = ev
+            else:
+                if state.scaled is not None:
+                    found.append(Violation("TL402", ev, (("backward", state.scaled),)))
+                not_updated = state.not_updated
+            return _ScalerState(not_updated=not_updated), found
+        if kind is EventKind.ZERO_GRAD:
+            return replace(state, scaled=None, plain=None), []
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        if v.get("again") is not None:
+            again = where(v.get("again"), line_of, "the next scaler.step()")
+            return (
+                f"{v.at.label} is followed by {again} with no scaler.update() in between: the loss "
+                f"scale never adapts, so after one overflow every step is skipped (or the scale stays "
+                f"too small for fp16 gradients); call scaler.update() after every scaler.step()."
+            )
+        if v.get("step") is not None:
+            step = where(v.get("step"), line_of, "scaler.step(optimizer)")
+            return (
+                f"{v.at.label} backpropagates an unscaled loss, but {step} unscales the gradients "
+                f"anyway, dividing them by the loss scale (65536 by default): updates become tiny; "
+                f"use scaler.scale(loss).backward()."
+            )
+        backward = where(v.get("backward"), line_of, "scaler.scale(loss).backward()")
+        return (
+            f"{v.at.label} steps the optimizer directly on gradients that {backward} multiplied by "
+            f"the loss scale: the update is scale-times too large and inf/NaN steps are not skipped; "
+            f"use scaler.step(optimizer) followed by scaler.update()."
+        )

@@ -1,0 +1,140 @@
+"""Scheduler order (TL102)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import List, Optional, Tuple
+
+from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, Event, EventKind, same_object
+from .base import Invariant, LineOf, Violation, where
+
+
+# --------------------------------------------------------------------------- TL102
+@dataclass(frozen=True)
+class _SchedEntry:
+    scheduler: Optional[str]
+    optimizer: Optional[str]
+    stepped_since: Optional[bool]  # an optimizer step since this scheduler's last step? None: unknown
+    pending: Optional[Event] = None  # a scheduler step waiting for the optimizer step it preceded
+
+
+@dataclass(frozen=True)
+class _SchedState:
+    history_known: bool
+    stepped: frozenset = frozenset()  # optimizers stepped since the start (None: an unknown one)
+    entries: Tuple[_SchedEntry, ...] = ()
+
+
+class SchedulerOrder(Invariant):
+    """TL102: a scheduler step with no optimizer step since its previous step (or the start).
+
+    The finding is emitted at the optimizer step that follows, so the message can name both
+    statements; it is reported on the scheduler step.
+    """
+
+    rules = ("TL102",)
+
+    def initial(self, history_known: bool):
+        return _SchedState(history_known=history_known)
+
+    def feed(self, state: _SchedState, ev: Event):
+        if ev.kind is EventKind.SCHEDULER_STEP and ev.cadence != CADENCE_METRIC:
+            return self._scheduler_step(state, ev), []
+        if ev.kind is EventKind.OPTIMIZER_STEP:
+            found: List[Violation] = []
+            entries = []
+            for entry in state.entries:
+                if same_object(entry.optimizer, ev.target):
+                    if entry.pending is not None:
+                        found.append(Violation("TL102", entry.pending, (("step", ev),)))
+                    entry = replace(entry, stepped_since=True, pending=None)
+                entries.append(entry)
+            return replace(state, stepped=state.stepped | {ev.target}, entries=tuple(entries)), found
+        return state, []
+
+    def _scheduler_step(self, state: _SchedState, ev: Event) -> _SchedState:
+        entries = list(state.entries)
+        index = next((i for i, e in enumerate(entries) if e.scheduler == ev.target), None)
+        if index is None:
+            if state.history_known:
+                stepped = any(same_object(o, ev.optimizer) for o in state.stepped)
+            else:
+                stepped = None
+            entry = _SchedEntry(ev.target, ev.optimizer, stepped)
+        else:
+            entry = entries[index]
+        if entry.stepped_since is False and entry.pending is None:
+            entry = replace(entry, pending=ev)
+        entry = replace(entry, stepped_since=False)
+        if index is None:
+            entries.append(entry)
+        else:
+            entries[index] = entry
+        return replace(state, entries=tuple(entries))
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        step = where(v.get("step"), line_of, "optimizer.step()")
+        return (
+            f"{v.at.label} runs before {step}, so the scheduler is one step ahead of the optimizer: "
+            f"the first learning rate of the schedule is skipped and every update uses the rate "
+            f"meant for the next one; step the scheduler after the optimizer step (per-epoch "
+            f"schedulers after the epoch's training loop)."
+        )
+
+
+
+
+# --------------------------------------------------------------------------- TL601
+@dataclass(frozen=True)
+class _CadenceEntry:
+    scheduler: Optional[str]
+    steps: int  # optimizer steps since this scheduler's last step, capped at 2
+
+
+@dataclass(frozen=True)
+class _CadenceState:
+    entries: Tuple[_CadenceEntry, ...] = ()
+    steps_since_start: int = 0
+
+
+class SchedulerCadence(Invariant):
+    """TL601: a per-batch scheduler stepped once per epoch, or an epoch scheduler stepped per batch.
+
+    The observed cadence is the number of optimizer steps between two scheduler steps: one means
+    per batch, several mean per epoch. Per batch is only established when it holds on every path.
+    """
+
+    rules = ("TL601",)
+
+    def initial(self, history_known: bool):
+        return _CadenceState()
+
+    def feed(self, state: _CadenceState, ev: Event):
+        if ev.kind is EventKind.OPTIMIZER_STEP:
+            entries = tuple(
+                replace(e, steps=min(e.steps + 1, 2)) for e in state.entries
+            )
+            return _CadenceState(entries, min(state.steps_since_start + 1, 2)), []
+        if ev.kind is EventKind.SCHEDULER_STEP and ev.cadence in (CADENCE_BATCH, CADENCE_EPOCH):
+            entry = next((e for e in state.entries if e.scheduler == ev.target), None)
+            steps = entry.steps if entry is not None else state.steps_since_start
+            found = []
+            if ev.cadence == CADENCE_BATCH and steps >= 2:
+                found.append(Violation("TL601", ev))
+            elif ev.cadence == CADENCE_EPOCH and steps == 1:
+                found.append(Violation("TL601", ev, must=True))
+            entries = tuple(e for e in state.entries if e.scheduler != ev.target) + (_CadenceEntry(ev.target, 0),)
+            return _CadenceState(entries, state.steps_since_start), found
+        return state, []
+
+    def message(self, v: Violation, line_of: LineOf) -> str:
+        if v.at.cadence == CADENCE_BATCH:
+            return (
+                f"{v.at.label} steps a per-batch schedule (its horizon counts optimizer steps) only "
+                f"after many optimizer steps: warmup and decay run epochs-times too slowly, so most of "
+                f"training happens at the wrong learning rate; step it right after each optimizer step."
+            )
+        return (
+            f"{v.at.label} steps an epoch-horizon schedule after every optimizer step: it runs through "
+            f"its whole schedule within the first epoch(s) and then stays at its final learning rate; "
+            f"step it once per epoch, after the epoch's training loop, or give it a horizon in steps."
+        )
