@@ -18,7 +18,7 @@ from trainlint.static.analyzer import analyze
 
 ITERATIONS = 4
 ACCUM = 2
-RULES = frozenset({"TL101", "TL102", "TL103", "TL201"})
+RULES = frozenset({"TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL201"})
 OPTIONAL = ("zero_grad", "unscale", "clip", "sched")
 
 
@@ -113,6 +113,24 @@ def oracle(structure, amp, divided, trace: List[str]) -> set:
             last_reset = max((i for i, e in enumerate(before) if e in ("zero_grad", "step")), default=-1)
             if before[last_reset + 1 :].count("backward") >= 2:
                 found.add("TL201")
+        if event == "step":
+            previous_step = max((i for i, e in enumerate(before) if e == "step"), default=None)
+            window = before[previous_step + 1 :] if previous_step is not None else before
+            # TL104: a zero_grad after a backward of this step's window, with no backward after it.
+            if any(
+                e == "zero_grad" and "backward" in window[:i] and "backward" not in window[i + 1 :]
+                for i, e in enumerate(window)
+            ):
+                found.add("TL104")
+            # TL105: two steps with no zero_grad between them.
+            if previous_step is not None and "zero_grad" not in window:
+                found.add("TL105")
+        if event == "backward":
+            # TL106: a clip between two backward passes with no step or zero_grad between them.
+            last_reset = max((i for i, e in enumerate(before) if e in ("zero_grad", "step")), default=-1)
+            window = before[last_reset + 1 :]
+            if "backward" in window and "clip" in window[window.index("backward") + 1 :]:
+                found.add("TL106")
     return found
 
 
