@@ -13,9 +13,14 @@ from ..events import Event
 from .extract import Extractor, Frame
 from .flow import Interpreter
 from .module import ModuleModel
+from .patterns import Context, Match, registry
+from .sites import SiteIndex
 
-# Rules the shared checker decides; the analyzer explores flow only when one of them is selected.
+# Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
 FLOW_RULES = checker.CHECKED_RULES
+PATTERN_RULES = registry()
+
+Span = Tuple[int, int, int, int]
 
 
 class AnalysisError(Exception):
@@ -43,10 +48,9 @@ def parse(source: str) -> cst.Module:
         raise AnalysisError("nesting too deep to analyze") from None
 
 
-def find_violations(module: cst.Module, source: str) -> List[Violation]:
-    model = ModuleModel(module, source)
+def find_violations(model: ModuleModel) -> List[Violation]:
     interpreter = Interpreter(model, Extractor(model))
-    interpreter.run(module.body, Frame(None), history_known=True)
+    interpreter.run(model.module.body, Frame(None), history_known=True)
     called = model.called_names()
     uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
     for fn in uncalled + model.all_functions:
@@ -55,53 +59,70 @@ def find_violations(module: cst.Module, source: str) -> List[Violation]:
     return interpreter.confirmed()
 
 
-Span = Tuple[int, int, int, int]
+def find_matches(model: ModuleModel, rules: AbstractSet[str], source: str) -> List[Match]:
+    catalog = load_catalog()
+    wanted = [
+        rule for rule in sorted(rules & PATTERN_RULES.keys())
+        if not catalog[rule].triggers or any(t in source for t in catalog[rule].triggers)
+    ]
+    if not wanted:
+        return []
+    context = Context(model, SiteIndex(model))
+    return [match for rule in wanted for match in PATTERN_RULES[rule](context)]
 
 
-def _spans(module: cst.Module, violations: List[Violation]) -> Dict[int, Span]:
-    """Positions for the events findings name, computed once and only when there are findings."""
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+def _spans(positions, nodes: List[cst.CSTNode]) -> Dict[int, Span]:
+    """Spans of the nodes findings name (a compound statement: its header only)."""
     spans: Dict[int, Span] = {}
-    for violation in violations:
-        for event in (violation.at,) + tuple(ev for _, ev in violation.related):
-            node = event.site
-            if node is None or id(node) in spans or node not in positions:
-                continue
-            start = positions[node].start
-            end = positions[node].end
-            if isinstance(node, cst.For):
-                end = positions[node.iter].end  # the loop header, not the whole loop
-            spans[id(node)] = (start.line, start.column + 1, end.line, end.column + 1)
+    for node in nodes:
+        if node is None or id(node) in spans or node not in positions:
+            continue
+        start, end = positions[node].start, positions[node].end
+        if isinstance(node, (cst.For, cst.While, cst.If, cst.With)):
+            header = node.iter if isinstance(node, cst.For) else node.items[-1] if isinstance(node, cst.With) else node.test
+            end = positions[header].end  # the statement's header, not its whole body
+        spans[id(node)] = (start.line, start.column + 1, end.line, end.column + 1)
     return spans
 
 
 def analyze(source: str, rules: AbstractSet[str]) -> List[Tuple[str, Span, str]]:
     """(rule id, span, message) for each finding of the selected rules, sorted by position."""
-    if not (rules & FLOW_RULES) or not could_fire(source, rules & FLOW_RULES):
+    known = rules & (FLOW_RULES | PATTERN_RULES.keys())
+    if not known or not could_fire(source, known):
         return []
     module = parse(source)
     try:
-        violations = [v for v in find_violations(module, source) if v.rule in rules]
+        model = ModuleModel(module, source)
+        violations = []
+        if known & FLOW_RULES and could_fire(source, known & FLOW_RULES):
+            violations = [v for v in find_violations(model) if v.rule in known]
+        matches = find_matches(model, known, source)
     except RecursionError:
         raise AnalysisError("nesting too deep to analyze") from None
-    if not violations:
+    if not violations and not matches:
         return []
-    spans = _spans(module, violations)
+    nodes = [ev.site for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
+    nodes += [m.node for m in matches]
+    # Positions cost a full pass over the tree: computed once, and only for files with findings.
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    spans = _spans(positions, nodes)
 
     def line_of(event: Event) -> Optional[int]:
         span = spans.get(id(event.site))
         return span[0] if span else None
 
+    def line_of_node(node: cst.CSTNode) -> Optional[int]:
+        return positions[node].start.line if node in positions else None
+
     results = []
     seen = set()
-    for violation in violations:
-        span = spans.get(id(violation.at.site))
-        if span is None:
-            continue
-        key = (violation.rule, span)
-        if key in seen:
+    for rule, node, render in [(v.rule, v.at.site, lambda v=v: checker.render(v, line_of)) for v in violations] + [
+        (m.rule, m.node, lambda m=m: m.render(line_of_node)) for m in matches
+    ]:
+        span = spans.get(id(node))
+        if span is None or (rule, span) in seen:
             continue  # one statement reached through several callers is one finding
-        seen.add(key)
-        results.append((violation.rule, span, checker.render(violation, line_of)))
+        seen.add((rule, span))
+        results.append((rule, span, render()))
     results.sort(key=lambda r: (r[1], r[0]))
     return results

@@ -14,6 +14,7 @@ from typing import Dict, Optional
 import libcst as cst
 
 from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC
+from .calls import arg, kwarg, literal_bool, literal_str
 from .names import ImportMap, dotted
 from .walk import walk
 
@@ -70,30 +71,6 @@ _OPTIMIZER_FACTORIES = {"create_optimizer_v2", "create_optimizer"}
 _HF_SCHEDULE = re.compile(r"^get_(\w+_)?schedule(_with_warmup)?$|^get_scheduler$")
 
 
-def _kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
-    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-
-
-def _arg(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
-    arg = _kwarg(call, name)
-    if arg is not None:
-        return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    return positional[index].value if index < len(positional) else None
-
-
-def _literal_bool(node: Optional[cst.BaseExpression]) -> Optional[bool]:
-    if isinstance(node, cst.Name) and node.value in ("True", "False"):
-        return node.value == "True"
-    return None
-
-
-def _literal_str(node: Optional[cst.BaseExpression]) -> Optional[str]:
-    if isinstance(node, cst.SimpleString):
-        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
-    return None
-
-
 def params_owner(node: Optional[cst.CSTNode]) -> Optional[str]:
     """The model an optimizer's params argument comes from: the common prefix of every
     ``X.parameters()`` / ``X.named_parameters()`` receiver in it (``model`` for param groups
@@ -130,37 +107,37 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
     # Unresolved names (star imports, re-exports) are accepted for distinctive class names only.
     if last in _SCHEDULER_CADENCE and (not resolved or "lr_scheduler" in qualified or qualified.startswith("torch.optim")):
         cadence = _SCHEDULER_CADENCE[last]
-        return Role(SCHEDULER, cadence=cadence, optimizer=dotted(_arg(call, 0, "optimizer") or cst.Name("_")))
+        return Role(SCHEDULER, cadence=cadence, optimizer=dotted(arg(call, 0, "optimizer") or cst.Name("_")))
     if _HF_SCHEDULE.match(last) and (not resolved or qualified.startswith(("transformers", "diffusers"))):
-        return Role(SCHEDULER, cadence=CADENCE_BATCH, optimizer=dotted(_arg(call, 1 if last == "get_scheduler" else 0, "optimizer") or cst.Name("_")))
+        return Role(SCHEDULER, cadence=CADENCE_BATCH, optimizer=dotted(arg(call, 1 if last == "get_scheduler" else 0, "optimizer") or cst.Name("_")))
     if qualified.startswith("timm.scheduler"):
         # timm schedulers are stepped with an explicit epoch/update index: ordering is explicit.
         return Role(SCHEDULER, cadence=CADENCE_METRIC)
     if last in _SCALERS and (not resolved or qualified.startswith("torch")):
         return Role(SCALER)
     if last == "DistributedSampler" and (not resolved or qualified.startswith("torch")):
-        shuffle = _kwarg(call, "shuffle")
-        positional_shuffle = _arg(call, 3, "shuffle")
-        value = True if shuffle is None and positional_shuffle is None else _literal_bool(positional_shuffle)
+        shuffle = kwarg(call, "shuffle")
+        positional_shuffle = arg(call, 3, "shuffle")
+        value = True if shuffle is None and positional_shuffle is None else literal_bool(positional_shuffle)
         return Role(SAMPLER, shuffle=value)
     if last == "DataLoader" and (not resolved or qualified.startswith("torch")):
-        sampler = _kwarg(call, "sampler")
+        sampler = kwarg(call, "sampler")
         return Role(LOADER, sampler=dotted(sampler.value) if sampler is not None else None)
     if last == "Accelerator" and (not resolved or qualified.startswith("accelerate")):
         return Role(ACCELERATOR)
     if last in _LOSS_CLASSES and (not resolved or qualified.startswith("torch")):
-        reduction = _kwarg(call, "reduction")
-        return Role(LOSS_FN, reduction=_literal_str(reduction.value) if reduction is not None else "mean")
+        reduction = kwarg(call, "reduction")
+        return Role(LOSS_FN, reduction=literal_str(reduction.value) if reduction is not None else "mean")
     if last in _WRAPPERS and (not resolved or qualified.startswith("torch")):
         return Role(WRAPPED)
-    optimizer = Role(OPTIMIZER, module=params_owner(_arg(call, 0, "params")))
+    optimizer = Role(OPTIMIZER, module=params_owner(arg(call, 0, "params")))
     if resolved and (qualified.startswith(_OPTIMIZER_MODULES) and last[:1].isupper() and "lr_scheduler" not in qualified):
         if last not in ("Optimizer",):
             return optimizer
     if last in ("AdamW", "Adafactor") and qualified.startswith("transformers"):
         return optimizer
     if last in _OPTIMIZER_FACTORIES and (not resolved or qualified.startswith("timm")):
-        return Role(OPTIMIZER, module=params_owner(_arg(call, 0, "model")))
+        return Role(OPTIMIZER, module=params_owner(arg(call, 0, "model")))
     if last == "ZeroRedundancyOptimizer":
         return optimizer
     return None

@@ -1,0 +1,46 @@
+"""Small readers for call arguments and literals."""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import libcst as cst
+
+
+def kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def arg(call: cst.Call, index: int, name: str) -> Optional[cst.BaseExpression]:
+    """The argument passed for a parameter, by keyword or by position."""
+    by_name = kwarg(call, name)
+    if by_name is not None:
+        return by_name.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[index].value if index < len(positional) else None
+
+
+def literal_bool(node: Optional[cst.BaseExpression]) -> Optional[bool]:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def literal_str(node: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+        return node.evaluated_value
+    return None
+
+
+def literal_number(node: Optional[cst.BaseExpression]) -> Optional[Union[int, float]]:
+    """An int/float literal (with an optional unary minus), else None."""
+    negative = False
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node, negative = node.expression, True
+    if isinstance(node, (cst.Integer, cst.Float)):
+        value = node.evaluated_value
+        return -value if negative else value
+    return None
+
+
+def is_none(node: Optional[cst.BaseExpression]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

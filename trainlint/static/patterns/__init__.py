@@ -1,0 +1,52 @@
+"""Pattern rules: findings that are about one statement and its context, not about event order.
+
+Each rule module exposes ``RULES = {rule_id: check}`` where ``check(ctx)`` yields :class:`Match`es.
+They read the shared :class:`~trainlint.static.sites.SiteIndex` and the module's roles, so none of
+them walks the tree again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, Optional
+
+import libcst as cst
+
+from ..module import ModuleModel
+from ..sites import SiteIndex
+
+NodeLine = Callable[[cst.CSTNode], Optional[int]]
+
+
+@dataclass(frozen=True)
+class Match:
+    rule: str
+    node: cst.CSTNode  # where the finding is reported
+    render: Callable[[NodeLine], str]  # the message, given a way to number other statements
+
+
+@dataclass
+class Context:
+    model: ModuleModel
+    sites: SiteIndex
+
+    def code(self, node: cst.CSTNode) -> str:
+        return " ".join(self.model.module.code_for_node(node).split())
+
+    def label(self, call: cst.Call) -> str:
+        text = self.code(call)
+        return text if len(text) <= 48 else self.code(call.func) + "(...)"
+
+    def qualify(self, node: cst.BaseExpression) -> str:
+        return self.model.imports.qualify(node) or ""
+
+
+Check = Callable[[Context], Iterable[Match]]
+
+
+def registry() -> Dict[str, Check]:
+    from . import distributed, loops, numerics, optimizers, precision
+
+    rules: Dict[str, Check] = {}
+    for module in (distributed, loops, numerics, optimizers, precision):
+        rules.update(module.RULES)
+    return rules

@@ -1,0 +1,139 @@
+"""Distributed scripts: TL302 loader without sampler, TL303 save on every rank, TL304 wrapped state dict."""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from ..calls import kwarg
+from ..names import dotted
+from ..walk import walk
+from . import Context, Match
+
+_RANK_CHECK = re.compile(
+    r"rank|main_process|master|is_main|is_master|process_index|local_process_index|is_local_main|is_rank_zero|primary",
+    re.IGNORECASE,
+)
+_DISTRIBUTED = re.compile(r"init_process_group|DistributedDataParallel|FullyShardedDataParallel|fully_shard|\bDDP\(|\bFSDP\(")
+
+
+def _is_distributed(ctx: Context) -> bool:
+    return bool(_DISTRIBUTED.search(ctx.model.source))
+
+
+def _wrapper_of(ctx: Context, path: Optional[str]) -> Optional[str]:
+    """"ddp", "dp", "fsdp" or "compile" for a model path wrapped in this module."""
+    if not path:
+        return None
+    for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
+        if dotted(target) != path or not isinstance(value, cst.Call):
+            continue
+        last = (dotted(value.func) or "").rsplit(".", 1)[-1]
+        if last in ("DistributedDataParallel", "DDP"):
+            return "ddp"
+        if last == "DataParallel":
+            return "dp"
+        if last == "compile" and (ctx.qualify(value.func).startswith("torch") or dotted(value.func) == "torch.compile"):
+            return "compile"
+    return None
+
+
+def _guarded(ctx: Context, site, depth: int = 0) -> bool:
+    """Under a rank-0 check, here or at every local call site of the enclosing function."""
+    if any(_RANK_CHECK.search(ctx.code(test)) for test in site.tests):
+        return True
+    if site.function is None or depth > 3:
+        return False
+    callers = ctx.sites.calls_of(site.function)
+    if not callers:
+        # Called from outside this module (or a framework hook): the guard may be there.
+        return not ctx.sites.trains(site.function) and not site.loops
+    return all(_guarded(ctx, caller, depth + 1) for caller in callers)
+
+
+def _torch_saves(ctx: Context):
+    for site in ctx.sites.sites:
+        if ctx.qualify(site.call.func) in ("torch.save",) or dotted(site.call.func) == "torch.save":
+            yield site
+
+
+def save_on_every_rank(ctx: Context) -> Iterable[Match]:
+    if not _is_distributed(ctx):
+        return
+    for site in _torch_saves(ctx):
+        if not _guarded(ctx, site):
+            yield Match("TL303", site.call, lambda line_of, c=site.call: (
+                f"{ctx.label(c)} runs on every rank of this distributed job: all ranks write the "
+                f"same file at once, which corrupts or truncates checkpoints on shared storage and "
+                f"multiplies I/O; save only on rank 0 (if dist.get_rank() == 0:)."
+            ))
+
+
+def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
+    for site in _torch_saves(ctx):
+        if not site.call.args:
+            continue
+        for node in walk(site.call.args[0].value):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict"):
+                continue
+            owner = dotted(node.func.value)
+            wrapper = _wrapper_of(ctx, owner)
+            if wrapper in ("ddp", "dp", "compile"):
+                prefix = "_orig_mod." if wrapper == "compile" else "module."
+                fix = f"{owner}._orig_mod.state_dict()" if wrapper == "compile" else f"{owner}.module.state_dict()"
+                yield Match("TL304", site.call, lambda line_of, c=site.call, p=prefix, f=fix, o=owner: (
+                    f"{ctx.label(c)} saves {o}.state_dict() of a wrapped model: every key gets a "
+                    f"'{p}' prefix, so loading it into the plain model fails (or, with "
+                    f"strict=False, silently loads nothing); save {f} instead."
+                ))
+                break
+
+
+def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
+    if not _is_distributed(ctx) or "DistributedSampler" in ctx.model.source:
+        return
+    prepared = {dotted(a.value) for s in ctx.sites.sites if s.name == "prepare" for a in s.call.args}
+    training_loaders = _training_loaders(ctx)
+    for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
+        path = dotted(target)
+        if not isinstance(value, cst.Call) or (dotted(value.func) or "").rsplit(".", 1)[-1] != "DataLoader":
+            continue
+        if kwarg(value, "sampler") or kwarg(value, "batch_sampler") or path in prepared or path not in training_loaders:
+            continue
+        yield Match("TL302", value, lambda line_of, c=value, p=path: (
+            f"{ctx.label(c)} ({p}) feeds the training loop of a DDP/FSDP script without a "
+            f"DistributedSampler: every rank iterates the same batches, so an epoch trains on the "
+            f"same data world_size times and the effective batch is duplicated; pass "
+            f"sampler=DistributedSampler(dataset) (and call set_epoch each epoch)."
+        ))
+
+
+def _training_loaders(ctx: Context) -> set:
+    """Paths iterated by training loops, followed from parameters back to local call sites."""
+    loaders = set()
+    for loop in ctx.sites.training_loops():
+        if not isinstance(loop, cst.For):
+            continue
+        fn = next((s.function for s in ctx.sites.sites if loop in s.loops), None)
+        for node in walk(loop.iter):
+            path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if not path:
+                continue
+            loaders.add(path)
+            if fn is not None and path in fn.params:
+                index = fn.params.index(path) - (1 if fn.cls is not None else 0)
+                for caller in ctx.sites.calls_of(fn):
+                    positional = [a for a in caller.call.args if a.keyword is None]
+                    by_name = kwarg(caller.call, path)
+                    actual = by_name.value if by_name else (positional[index].value if 0 <= index < len(positional) else None)
+                    if actual is not None and dotted(actual):
+                        loaders.add(dotted(actual))
+    return loaders
+
+
+RULES = {
+    "TL302": distributed_without_sampler,
+    "TL303": save_on_every_rank,
+    "TL304": wrapped_state_dict,
+}

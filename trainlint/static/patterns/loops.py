@@ -1,0 +1,231 @@
+"""Training and evaluation loops: TL202, TL502, TL503, TL901."""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional, Set
+
+import libcst as cst
+
+from ..module import Function, block
+from ..names import dotted
+from ..roles import LOADER, OPTIMIZER
+from ..walk import walk
+from . import Context, Match
+
+_LAST_BATCH = re.compile(r"len\(|last|final|end|num_|total|steps_per_epoch|max_", re.IGNORECASE)
+_NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled")
+_OPT_NAME = re.compile(r"optim|^opt($|_)", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- TL202
+def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
+    for loop in ctx.sites.training_loops():
+        if not isinstance(loop, cst.For) or not _iterates_loader(ctx, loop.iter):
+            continue
+        for stmt in block(loop.body):
+            if not isinstance(stmt, cst.If) or not _modulo(stmt.test):
+                continue
+            if _LAST_BATCH.search(ctx.code(stmt.test)) or not _steps(ctx, stmt.body):
+                continue
+            if _steps_after(ctx, loop):
+                continue
+            yield Match("TL202", stmt, lambda line_of, s=stmt: (
+                f"the accumulation boundary `if {ctx.code(s.test)}:` never fires for the last "
+                f"micro-batches of an epoch whose length is not a multiple of k: their gradients are "
+                f"zeroed or leak into the next epoch's first step; also step when the batch is the "
+                f"last one (`or step + 1 == len(loader)`)."
+            ))
+
+
+def _iterates_loader(ctx: Context, iterable: cst.BaseExpression) -> bool:
+    for node in walk(iterable):
+        path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if path is None:
+            continue
+        role = ctx.model.roles.get(path)
+        if (role is not None and role.kind == LOADER) or "loader" in path.lower():
+            return True
+    return False
+
+
+def _modulo(test: cst.BaseExpression) -> bool:
+    return any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo) for n in walk(test))
+
+
+def _steps(ctx: Context, node: cst.CSTNode) -> bool:
+    return any(
+        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "step"
+        and _OPT_NAME.search((dotted(n.func.value) or "").rsplit(".", 1)[-1] or "")
+        or (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "step"
+            and "scaler" in (dotted(n.func.value) or "").lower())
+        for n in walk(node)
+    )
+
+
+def _steps_after(ctx: Context, loop: cst.For) -> bool:
+    """An optimizer step right after the loop (flushing the remainder)."""
+    for site in ctx.sites.sites:
+        if loop in site.loops:
+            continue
+        if ctx.sites.statement_order.get(id(site.statement), -1) > ctx.sites.statement_order.get(id(loop), -1):
+            if site.name == "step" and _steps(ctx, site.call):
+                same_fn = next((s.function for s in ctx.sites.sites if loop in s.loops), None)
+                if site.function is same_fn:
+                    return True
+    return False
+
+
+# --------------------------------------------------------------------------- TL502
+def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
+    reported: Set[int] = set()
+    for site in ctx.sites.sites:
+        if site.name != "eval" or site.call.args or site.receiver is None:
+            continue
+        fn = site.function
+        if fn is None or ctx.sites.trains(fn) or _no_grad_function(ctx, fn):
+            continue
+        model = site.receiver
+        for forward in ctx.sites.in_function(fn):
+            if dotted(forward.call.func) != model or not forward.loops or id(forward.call) in reported:
+                continue
+            if any(_is_no_grad(ctx, w) for w in forward.withs):
+                continue
+            if ctx.sites.statement_order.get(id(forward.statement), -1) < ctx.sites.statement_order.get(id(site.statement), -1):
+                continue
+            reported.add(id(forward.call))
+            yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call: (
+                f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, line "
+                f"{line_of(e)}) that builds autograd graphs: eval() does not disable gradients, so "
+                f"every activation is kept, using several times the memory and time; wrap the loop "
+                f"in torch.no_grad() or torch.inference_mode()."
+            ))
+            break
+
+
+def _is_no_grad(ctx: Context, item: cst.BaseExpression) -> bool:
+    call = item if isinstance(item, cst.Call) else None
+    name = (dotted(call.func if call else item) or "").rsplit(".", 1)[-1]
+    return name in _NO_GRAD
+
+
+def _no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
+    """Decorated with @torch.no_grad()/@inference_mode(), or only called under such a context."""
+    for decorator in fn.node.decorators:
+        target = decorator.decorator
+        name = (dotted(target.func if isinstance(target, cst.Call) else target) or "").rsplit(".", 1)[-1]
+        if name in _NO_GRAD:
+            return True
+    callers = ctx.sites.calls_of(fn)
+    if not callers or depth > 3:
+        return False
+    return all(
+        any(_is_no_grad(ctx, w) for w in caller.withs)
+        or (caller.function is not None and _no_grad_function(ctx, caller.function, depth + 1))
+        for caller in callers
+    )
+
+
+# --------------------------------------------------------------------------- TL503
+def loss_graph_retained(ctx: Context) -> Iterable[Match]:
+    training = {id(loop) for loop in ctx.sites.training_loops()}
+    for fn in [None] + list(ctx.model.all_functions):
+        losses = _backpropagated_names(ctx, fn)
+        if not losses:
+            continue
+        for aug in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns):
+            if isinstance(aug.operator, cst.AddAssign) and isinstance(aug.value, cst.Name) and aug.value.value in losses:
+                yield from _retained(ctx, aug, aug.value.value, training)
+        for site in ctx.sites.in_function(fn):
+            if site.name == "append" and len(site.call.args) == 1:
+                value = site.call.args[0].value
+                if isinstance(value, cst.Name) and value.value in losses:
+                    yield from _retained(ctx, site.call, value.value, training, site)
+
+
+def _retained(ctx, node, name, training, site=None) -> Iterable[Match]:
+    if site is None:
+        site = next((s for s in ctx.sites.sites if _holds(s.statement, node)), None)
+    if site is None or not any(id(loop) in training for loop in site.loops):
+        return
+    yield Match("TL503", node, lambda line_of, n=name: (
+        f"this keeps the tensor `{n}` itself, and with it the whole autograd graph of every "
+        f"iteration: memory grows each step until the run is out of memory (or slows down); "
+        f"accumulate {n}.item() (or {n}.detach())."
+    ))
+
+
+def _holds(statement: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(small is node for small in statement.body)
+
+
+def _backpropagated_names(ctx: Context, fn: Optional[Function]) -> Set[str]:
+    names = set()
+    for site in ctx.sites.in_function(fn):
+        if site.name != "backward":
+            continue
+        receiver = site.call.func.value if isinstance(site.call.func, cst.Attribute) else None
+        if isinstance(receiver, cst.Call) and receiver.args:  # scaler.scale(loss).backward()
+            receiver = receiver.args[0].value
+        if isinstance(receiver, cst.Name):
+            names.add(receiver.value)
+        elif site.call.args and isinstance(site.call.args[0].value, cst.Name):  # accelerator.backward(loss)
+            names.add(site.call.args[0].value.value)
+    return names
+
+
+# --------------------------------------------------------------------------- TL901
+def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
+    has_optimizer = any(r.kind == OPTIMIZER for r in ctx.model.roles.roles.values()) or "optim" in ctx.model.source
+    if not has_optimizer:
+        return
+    for site in ctx.sites.sites:
+        if dotted(site.call.func) != "torch.save" or not site.call.args:
+            continue
+        saved = _saved_expression(ctx, site)
+        if saved is None:
+            continue
+        state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
+        if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts):
+            continue
+        if not ctx.sites.in_training_loop(site):
+            continue
+        yield Match("TL901", site.call, lambda line_of, c=site.call: (
+            f"{ctx.label(c)} checkpoints the model weights inside the training loop but not the "
+            f"optimizer state: resuming from it restarts Adam's moments and the schedule, which "
+            f"spikes the loss and changes the run; also save optimizer.state_dict() (and the "
+            f"scheduler, scaler and step)."
+        ))
+
+
+def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
+    value = site.call.args[0].value
+    if isinstance(value, cst.Name):
+        assigns = site.function.assigns if site.function is not None else ctx.model.module_assigns
+        sources = [v for t, v in assigns if isinstance(t, cst.Name) and t.value == value.value]
+        extra = [v for t, v in assigns if isinstance(t, cst.Subscript) and dotted(t.value) == value.value]
+        if len(sources) != 1:
+            return None
+        if extra:
+            return cst.List([cst.Element(v) for v in sources + extra])
+        return sources[0]
+    return value
+
+
+def _is_state_dict(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict"
+
+
+def _is_optimizer_state(ctx: Context, call: cst.Call) -> bool:
+    owner = dotted(call.func.value)
+    role = ctx.model.roles.get(owner)
+    if role is not None and role.kind == OPTIMIZER:
+        return True
+    return bool(_OPT_NAME.search((owner or "").rsplit(".", 1)[-1]))
+
+
+RULES = {
+    "TL202": accumulation_remainder_dropped,
+    "TL502": eval_without_no_grad,
+    "TL503": loss_graph_retained,
+    "TL901": checkpoint_not_resumable,
+}

@@ -1,0 +1,152 @@
+"""Optimizer and schedule construction: TL305, TL602, TL701, TL702."""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from ..calls import arg, kwarg, literal_number
+from ..names import dotted
+from ..roles import params_owner
+from . import Context, Match
+
+_DECOUPLED = {"AdamW", "SGD"}
+
+
+def _optimizer_calls(ctx: Context) -> Iterable:
+    for site in ctx.sites.sites:
+        qualified = ctx.qualify(site.call.func)
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified or (
+            qualified.startswith("transformers") and last == "AdamW"
+        ):
+            yield site, last
+
+
+def _weight_decay(call: cst.Call) -> Optional[float]:
+    value = kwarg(call, "weight_decay")
+    return literal_number(value.value) if value is not None else None
+
+
+def adam_weight_decay(ctx: Context) -> Iterable[Match]:
+    for site, last in _optimizer_calls(ctx):
+        decay = _weight_decay(site.call)
+        if last == "Adam" and decay is not None and decay > 0:
+            yield Match("TL702", site.call, lambda line_of, d=decay: (
+                f"Adam(weight_decay={d}) adds the decay to the gradient (coupled L2), so Adam's "
+                f"per-parameter scaling shrinks it for parameters with large gradients and the "
+                f"regularisation is much weaker and uneven; use torch.optim.AdamW for decoupled weight decay."
+            ))
+
+
+def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
+    for site, last in _optimizer_calls(ctx):
+        decay = _weight_decay(site.call)
+        params = arg(site.call, 0, "params")
+        if last not in _DECOUPLED or decay is None or decay <= 0 or not _all_parameters(params):
+            continue
+        yield Match("TL701", site.call, lambda line_of, d=decay, c=ctx.code(params): (
+            f"{last}(weight_decay={d}) decays every tensor of {c}, biases and normalisation weights "
+            f"included: LayerNorm/BatchNorm gains are pulled towards 0 and biases shrink, which "
+            f"hurts accuracy for no regularisation benefit; pass two param groups, with "
+            f"weight_decay=0.0 for biases and norm weights (e.g. p.ndim < 2)."
+        ))
+
+
+def _all_parameters(params: Optional[cst.BaseExpression]) -> bool:
+    """``model.parameters()`` itself (not param groups, not a filtered list)."""
+    return (
+        isinstance(params, cst.Call)
+        and isinstance(params.func, cst.Attribute)
+        and params.func.attr.value == "parameters"
+        and not params.args
+    )
+
+
+def optimizer_before_wrap(ctx: Context) -> Iterable[Match]:
+    """An optimizer over ``model``'s parameters constructed before ``model`` is sharded by FSDP."""
+    order = ctx.sites.statement_order
+    for site, _ in _optimizer_calls(ctx):
+        owner = params_owner(arg(site.call, 0, "params"))
+        if owner is None:
+            continue
+        for other in ctx.sites.in_function(site.function):
+            qualified = ctx.qualify(other.call.func)
+            last = (dotted(other.call.func) or "").rsplit(".", 1)[-1]
+            if last not in ("fully_shard", "FullyShardedDataParallel", "FSDP") or not (
+                qualified.startswith("torch") or not qualified
+            ):
+                continue
+            wrapped = dotted(arg(other.call, 0, "module") or cst.Name("_"))
+            if wrapped == owner and order.get(id(other.statement), -1) > order.get(id(site.statement), -1):
+                yield Match("TL305", site.call, lambda line_of, o=other.call, n=owner: (
+                    f"{ctx.label(site.call)} collects the parameters of {n} before "
+                    f"{ctx.label(o)} (line {line_of(o)}) shards it: FSDP replaces those parameters, "
+                    f"so the optimizer updates tensors the model no longer uses and training does "
+                    f"nothing; build the optimizer after wrapping."
+                ))
+                break
+
+
+def warmup_from_zero(ctx: Context) -> Iterable[Match]:
+    for site in ctx.sites.sites:
+        last = (dotted(site.call.func) or "").rsplit(".", 1)[-1]
+        zero = False
+        if last == "LambdaLR":
+            zero = _starts_at_zero(ctx, arg(site.call, 1, "lr_lambda"))
+        elif last == "LinearLR":
+            start = arg(site.call, 1, "start_factor")
+            zero = start is not None and literal_number(start) == 0
+        elif last in ("get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
+                      "get_polynomial_decay_schedule_with_warmup", "get_constant_schedule_with_warmup"):
+            warmup = arg(site.call, 1, "num_warmup_steps")
+            zero = warmup is not None and literal_number(warmup) != 0
+        if zero:
+            yield Match("TL602", site.call, lambda line_of, c=site.call: (
+                f"{ctx.label(c)} starts its warmup at a factor of 0, so the first optimizer step "
+                f"uses a learning rate of exactly 0 and is wasted (with Adam it still updates the "
+                f"moment estimates); start the warmup at (step + 1) / warmup_steps."
+            ))
+
+
+def _starts_at_zero(ctx: Context, fn: Optional[cst.BaseExpression]) -> bool:
+    """Does the lambda (or a local ``def``) return 0 for step 0?"""
+    if isinstance(fn, cst.Lambda) and fn.params.params:
+        return _zero_at(fn.body, fn.params.params[0].name.value)
+    if isinstance(fn, cst.Name) and fn.value in ctx.model.functions:
+        local = ctx.model.functions[fn.value]
+        return bool(local.params) and bool(local.returns) and all(
+            _zero_at(ret, local.params[0]) for ret in local.returns
+        )
+    return False
+
+
+def _zero_at(expr: cst.BaseExpression, param: str) -> bool:
+    """Symbolically: is ``expr`` 0 when ``param`` is 0? Unknown names count as non-zero."""
+    if isinstance(expr, cst.Name):
+        return expr.value == param
+    number = literal_number(expr)
+    if number is not None:
+        return number == 0
+    if isinstance(expr, cst.BinaryOperation):
+        if isinstance(expr.operator, (cst.Multiply,)):
+            return _zero_at(expr.left, param) or _zero_at(expr.right, param)
+        if isinstance(expr.operator, (cst.Divide, cst.FloorDivide)):
+            return _zero_at(expr.left, param)
+        return False
+    if isinstance(expr, cst.Call):
+        name = (dotted(expr.func) or "").rsplit(".", 1)[-1]
+        values = [a.value for a in expr.args]
+        if name in ("float", "int") and len(values) == 1:
+            return _zero_at(values[0], param)
+        if name == "min":
+            return any(_zero_at(v, param) for v in values)
+    return False
+
+
+RULES = {
+    "TL305": optimizer_before_wrap,
+    "TL602": warmup_from_zero,
+    "TL701": decay_on_norm_and_bias,
+    "TL702": adam_weight_decay,
+}

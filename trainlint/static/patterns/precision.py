@@ -1,0 +1,54 @@
+"""Mixed precision: TL401 float16 autocast with no GradScaler."""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from ..calls import arg, literal_str
+from ..names import dotted
+from ..roles import SCALER
+from . import Context, Match
+
+
+def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
+    """"float16" / "bfloat16" / None (unknown) for an autocast call."""
+    path = dotted(call.func) or ""
+    qualified = ctx.qualify(call.func) or path
+    if not qualified.endswith("autocast"):
+        return None
+    dtype = arg(call, 1, "dtype") if "cuda.amp" not in qualified and "cpu.amp" not in qualified else arg(call, 0, "dtype")
+    if dtype is not None:
+        name = (dotted(dtype) or "").rsplit(".", 1)[-1]
+        return {"float16": "float16", "half": "float16", "bfloat16": "bfloat16"}.get(name)
+    if "cuda.amp" in qualified:
+        return "float16"  # torch.cuda.amp.autocast() defaults to float16
+    device = literal_str(arg(call, 0, "device_type"))
+    return "float16" if device == "cuda" else None
+
+
+def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
+    if any(role.kind == SCALER for role in ctx.model.roles.roles.values()) or "GradScaler" in ctx.model.source:
+        return
+    if not any(site.name in ("backward", "manual_backward") for site in ctx.sites.sites):
+        return
+    for site in ctx.sites.sites:
+        if not _is_with_item(site):
+            continue
+        if _autocast_dtype(ctx, site.call) != "float16":
+            continue
+        if site.function is not None and not ctx.sites.trains(site.function) and not ctx.sites.in_training_loop(site):
+            continue  # autocast for inference only
+        yield Match("TL401", site.call, lambda line_of, c=site.call: (
+            f"{ctx.label(c)} runs the forward in float16 and gradients are computed with no "
+            f"GradScaler: small gradients underflow to zero in fp16, so layers silently stop "
+            f"learning (and overflow gives inf); use torch.amp.GradScaler, or bfloat16."
+        ))
+
+
+def _is_with_item(site) -> bool:
+    stmt = site.statement
+    return isinstance(stmt, cst.With) and any(item.item is site.call for item in stmt.items)
+
+
+RULES = {"TL401": fp16_without_scaler}

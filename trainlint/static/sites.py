@@ -1,0 +1,191 @@
+"""Every call of a module with its syntactic context: function, enclosing loops, if-tests, withs.
+
+Pattern rules (the ones that are not about event order) read this index instead of re-walking the
+tree: one pass, shared by all of them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from .module import Function, ModuleModel, block
+from .names import dotted
+from .walk import children
+
+
+@dataclass(frozen=True)
+class CallSite:
+    call: cst.Call
+    statement: cst.CSTNode  # the simple statement (or compound header) holding the call
+    function: Optional[Function]
+    loops: Tuple[cst.CSTNode, ...]  # enclosing For/While, outermost first
+    tests: Tuple[cst.BaseExpression, ...]  # enclosing if/while tests (and early-return guards)
+    withs: Tuple[cst.BaseExpression, ...]  # enclosing with-items
+
+    @property
+    def name(self) -> str:
+        func = self.call.func
+        if isinstance(func, cst.Attribute):
+            return func.attr.value
+        return func.value if isinstance(func, cst.Name) else ""
+
+    @property
+    def receiver(self) -> Optional[str]:
+        func = self.call.func
+        return dotted(func.value) if isinstance(func, cst.Attribute) else None
+
+
+_OPT_HINT = ("optim", "opt")
+
+
+class SiteIndex:
+    def __init__(self, model: ModuleModel) -> None:
+        self.model = model
+        self.sites: List[CallSite] = []
+        self.statement_order: Dict[int, int] = {}  # id(statement) -> pre-order position
+        self._functions = {id(fn.node): fn for fn in model.all_functions}
+        self._visit(model.module.body, None, (), (), ())
+        self._trains: Dict[int, bool] = {}
+
+    # ----------------------------------------------------------------- indexing
+    def _visit(self, body: Sequence[cst.CSTNode], fn, loops, tests, withs) -> None:
+        guard: Tuple[cst.BaseExpression, ...] = ()
+        for stmt in body:
+            self.statement_order[id(stmt)] = len(self.statement_order)
+            tests_here = tests + guard
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    self._calls_in(small, stmt, fn, loops, tests_here, withs)
+            elif isinstance(stmt, cst.FunctionDef):
+                inner = self._functions.get(id(stmt))
+                self._visit(block(stmt.body), inner, (), (), ())
+            elif isinstance(stmt, cst.ClassDef):
+                self._visit(block(stmt.body), None, (), (), ())
+            elif isinstance(stmt, cst.If):
+                self._calls_in(stmt.test, stmt, fn, loops, tests_here, withs)
+                self._visit(block(stmt.body), fn, loops, tests_here + (stmt.test,), withs)
+                orelse = stmt.orelse
+                if isinstance(orelse, cst.If):
+                    self._visit([orelse], fn, loops, tests_here + (stmt.test,), withs)
+                elif isinstance(orelse, cst.Else):
+                    self._visit(block(orelse.body), fn, loops, tests_here + (stmt.test,), withs)
+                if _returns_early(stmt):
+                    guard = guard + (stmt.test,)  # ``if rank != 0: return`` guards what follows
+            elif isinstance(stmt, (cst.For, cst.While)):
+                header = stmt.iter if isinstance(stmt, cst.For) else stmt.test
+                self._calls_in(header, stmt, fn, loops, tests_here, withs)
+                inner_tests = tests_here + ((stmt.test,) if isinstance(stmt, cst.While) else ())
+                self._visit(block(stmt.body), fn, loops + (stmt,), inner_tests, withs)
+                if stmt.orelse is not None:
+                    self._visit(block(stmt.orelse.body), fn, loops, tests_here, withs)
+            elif isinstance(stmt, cst.With):
+                items = tuple(item.item for item in stmt.items)
+                for item in items:
+                    self._calls_in(item, stmt, fn, loops, tests_here, withs)
+                self._visit(block(stmt.body), fn, loops, tests_here, withs + items)
+            elif isinstance(stmt, (cst.Try, cst.TryStar)):
+                self._visit(block(stmt.body), fn, loops, tests_here, withs)
+                for handler in stmt.handlers:
+                    self._visit(block(handler.body), fn, loops, tests_here, withs)
+                for part in (stmt.orelse, stmt.finalbody):
+                    if part is not None:
+                        self._visit(block(part.body), fn, loops, tests_here, withs)
+            elif isinstance(stmt, cst.Match):
+                for case in stmt.cases:
+                    self._visit(block(case.body), fn, loops, tests_here, withs)
+
+    def _calls_in(self, node, stmt, fn, loops, tests, withs) -> None:
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(current, cst.Call):
+                self.sites.append(CallSite(current, stmt, fn, loops, tests, withs))
+            stack.extend(children(current))
+
+    # ----------------------------------------------------------------- queries
+    def in_function(self, fn: Optional[Function]) -> List[CallSite]:
+        return [s for s in self.sites if s.function is fn]
+
+    def calls_of(self, fn: Function) -> List[CallSite]:
+        """Call sites of a local function or method (by name; ``self.name(...)`` for methods)."""
+        found = []
+        for site in self.sites:
+            func = site.call.func
+            if isinstance(func, cst.Name) and func.value == fn.name and fn.cls is None:
+                found.append(site)
+            elif isinstance(func, cst.Attribute) and func.attr.value == fn.name and fn.cls is not None:
+                found.append(site)
+        return found
+
+    def is_training_step(self, site: CallSite) -> bool:
+        """backward() or an optimizer step: what makes a loop a training loop."""
+        if site.name in ("backward", "manual_backward"):
+            return True
+        if site.name == "step":
+            receiver = (site.receiver or "").rsplit(".", 1)[-1].lower()
+            role = self.model.roles.get(site.receiver)
+            if role is not None:
+                return role.kind == "optimizer" or (role.kind == "scaler")
+            return any(h in receiver for h in _OPT_HINT) and "sched" not in receiver or "scaler" in receiver
+        return False
+
+    def trains(self, fn: Function, depth: int = 0) -> bool:
+        """Does this function (or a local function it calls) backpropagate or step an optimizer?"""
+        cached = self._trains.get(id(fn.node))
+        if cached is not None:
+            return cached
+        self._trains[id(fn.node)] = False  # recursion guard
+        result = False
+        for site in self.in_function(fn):
+            if self.is_training_step(site) or (depth < 4 and self._calls_training(site, depth)):
+                result = True
+                break
+        self._trains[id(fn.node)] = result
+        return result
+
+    def _calls_training(self, site: CallSite, depth: int) -> bool:
+        callee = self.local_callee(site)
+        return callee is not None and self.trains(callee, depth + 1)
+
+    def local_callee(self, site: CallSite) -> Optional[Function]:
+        func = site.call.func
+        if isinstance(func, cst.Name):
+            return self.model.functions.get(func.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            cls = site.function.cls if site.function is not None else None
+            return self.model.methods.get((cls, func.attr.value)) if cls else None
+        return None
+
+    def training_loops(self) -> List[cst.CSTNode]:
+        loops = []
+        seen = set()
+        for site in self.sites:
+            if self.is_training_step(site) or self._calls_training(site, 0):
+                for loop in site.loops:
+                    if id(loop) not in seen:
+                        seen.add(id(loop))
+                        loops.append(loop)
+        return loops
+
+    def in_training_loop(self, site: CallSite, depth: int = 0) -> bool:
+        """Inside a training loop, directly or through the local function it is in."""
+        loops = {id(loop) for loop in self.training_loops()}
+        if any(id(loop) in loops for loop in site.loops):
+            return True
+        if site.function is None or depth > 3:
+            return False
+        return any(self.in_training_loop(caller, depth + 1) for caller in self.calls_of(site.function))
+
+
+def _returns_early(stmt: cst.If) -> bool:
+    body = block(stmt.body)
+    last = body[-1] if body else None
+    return (
+        stmt.orelse is None
+        and isinstance(last, cst.SimpleStatementLine)
+        and isinstance(last.body[-1], (cst.Return, cst.Raise))
+    )
