@@ -61,10 +61,7 @@ def find_violations(model: ModuleModel) -> List[Violation]:
 
 def find_matches(model: ModuleModel, rules: AbstractSet[str], source: str) -> List[Match]:
     catalog = load_catalog()
-    wanted = [
-        rule for rule in sorted(rules & PATTERN_RULES.keys())
-        if not catalog[rule].triggers or any(t in source for t in catalog[rule].triggers)
-    ]
+    wanted = [rule for rule in sorted(rules & PATTERN_RULES.keys()) if could_fire(source, {rule}) or rule not in catalog]
     if not wanted:
         return []
     context = Context(model, SiteIndex(model))

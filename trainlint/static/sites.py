@@ -45,6 +45,7 @@ class SiteIndex:
         self.model = model
         self.sites: List[CallSite] = []
         self.statement_order: Dict[int, int] = {}  # id(statement) -> pre-order position
+        self.loops_of: Dict[int, Tuple[cst.CSTNode, ...]] = {}  # id(small statement) -> enclosing loops
         self._functions = {id(fn.node): fn for fn in model.all_functions}
         self._visit(model.module.body, None, (), (), ())
         self._trains: Dict[int, bool] = {}
@@ -57,6 +58,7 @@ class SiteIndex:
             tests_here = tests + guard
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
+                    self.loops_of[id(small)] = loops
                     self._calls_in(small, stmt, fn, loops, tests_here, withs)
             elif isinstance(stmt, cst.FunctionDef):
                 inner = self._functions.get(id(stmt))

@@ -143,19 +143,14 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
 
 
 def _retained(ctx, node, name, training, site=None) -> Iterable[Match]:
-    if site is None:
-        site = next((s for s in ctx.sites.sites if _holds(s.statement, node)), None)
-    if site is None or not any(id(loop) in training for loop in site.loops):
+    loops = site.loops if site is not None else ctx.sites.loops_of.get(id(node), ())
+    if not any(id(loop) in training for loop in loops):
         return
-    yield Match("TL503", node, lambda line_of, n=name: (
-        f"this keeps the tensor `{n}` itself, and with it the whole autograd graph of every "
+    yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node): (
+        f"`{c}` keeps the tensor `{n}` itself, and with it the whole autograd graph of every "
         f"iteration: memory grows each step until the run is out of memory (or slows down); "
         f"accumulate {n}.item() (or {n}.detach())."
     ))
-
-
-def _holds(statement: cst.CSTNode, node: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and any(small is node for small in statement.body)
 
 
 def _backpropagated_names(ctx: Context, fn: Optional[Function]) -> Set[str]:
