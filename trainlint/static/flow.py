@@ -90,7 +90,9 @@ class Interpreter:
         self._relevance: Dict[int, bool] = {}
         local = {fn.name for fn in model.all_functions}
         wrapped = {path.rsplit(".", 1)[-1] for path, role in model.roles.roles.items() if role.kind == "wrapped_model"}
-        self._interesting = _EVENT_NAMES | local | wrapped
+        # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
+        aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
+        self._interesting = _EVENT_NAMES | local | wrapped | aliases
         self._sync_managed = bool(_SYNC_MANAGED.search(model.source))
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
 

@@ -6,7 +6,7 @@ keeps the cost of files without training code close to the parse itself.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -124,7 +124,16 @@ class ModuleModel:
             for path, role in zip(elements, self._roles_of_tuple(value, len(elements))):
                 self.roles.set(dotted(path), role)
             return
-        self.roles.set(dotted(target), self.role_of_value(value))
+        path = dotted(target)
+        role = self.role_of_value(value)
+        if role is not None and role.kind == LOADER and role.sampler is None and isinstance(value, cst.Call) and path:
+            # DataLoader(ds, sampler=DistributedSampler(ds)): the sampler is reachable as loader.sampler.
+            inline = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "sampler"), None)
+            sampler_role = classify_constructor(inline, self.imports) if isinstance(inline, cst.Call) else None
+            if sampler_role is not None and sampler_role.kind == SAMPLER:
+                self.roles.set(f"{path}.sampler", sampler_role)
+                role = replace(role, sampler=f"{path}.sampler")
+        self.roles.set(path, role)
 
     def role_of_value(self, value: cst.BaseExpression, depth: int = 0) -> Optional[Role]:
         if isinstance(value, cst.IfExp):
