@@ -13,6 +13,8 @@ import libcst as cst
 
 from .names import ImportMap, dotted
 from .roles import (
+    LOADER,
+    SAMPLER,
     Role,
     RoleTable,
     classify_constructor,
