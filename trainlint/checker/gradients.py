@@ -71,6 +71,17 @@ class _ZeroState:
     stepped: Tuple[Event, ...] = ()  # steps with no zero_grad since (one per optimizer)
 
 
+def _clears(zero: Event, step: Event) -> bool:
+    """Does this zero_grad clear the gradients this step uses? ``model.zero_grad()`` carries the
+    model as ``module``; it clears an optimizer's gradients if that optimizer trains the model (or
+    a part of it), or if which model the optimizer trains is unknown."""
+    if zero.module is None:
+        return same_object(zero.target, step.target)
+    if step.module is None:
+        return True
+    return step.module == zero.module or step.module.startswith(zero.module + ".") or zero.module.startswith(step.module + ".")
+
+
 class ZeroGradPlacement(Invariant):
     """TL104 zero_grad between backward and step; TL105 steps with no zero_grad between them."""
 
@@ -84,12 +95,12 @@ class ZeroGradPlacement(Invariant):
         if kind is EventKind.BACKWARD:
             return replace(state, backward=ev, wiped=None), []
         if kind is EventKind.ZERO_GRAD:
-            stepped = tuple(s for s in state.stepped if not same_object(s.target, ev.target))
+            stepped = tuple(s for s in state.stepped if not _clears(ev, s))
             wiped = ev if state.backward is not None and state.wiped is None else state.wiped
             return replace(state, wiped=wiped, stepped=stepped), []
         if kind is EventKind.OPTIMIZER_STEP:
             found = []
-            if state.wiped is not None and same_object(state.wiped.target, ev.target):
+            if state.wiped is not None and _clears(state.wiped, ev):
                 related = (("backward", state.backward), ("step", ev)) if state.backward else (("step", ev),)
                 found.append(Violation("TL104", state.wiped, related))
             previous = next((s for s in state.stepped if same_object(s.target, ev.target)), None)

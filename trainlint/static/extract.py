@@ -25,6 +25,7 @@ _ENGINE_NAME = re.compile(r"accelerator|engine", re.IGNORECASE)
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients"}
 _ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "islice", "zip", "skip_first_batches", "trange", "prefetch"}
 _LABEL_MAX = 48
+_FLUENT = {"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "eval", "requires_grad_", "to_empty"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Frame:
     accum: Optional[str] = None  # inside an accumulation boundary: how the code names k
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+        # Module methods that return the module itself: ``model.to(device).train()`` is model.
+        while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _FLUENT:
+            expr = expr.func.value
         path = dotted(expr) if expr is not None else None
         if path is None:
             return None
@@ -116,8 +120,11 @@ class Extractor:
             return self._backward(call, receiver_node, frame)
         if method == "manual_backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
-        if method in ("zero_grad",):
-            return self._event(call, kind=EventKind.ZERO_GRAD, target=receiver)
+        if method == "zero_grad":
+            if self._is(receiver, OPTIMIZER, _OPT_NAME):
+                return self._event(call, kind=EventKind.ZERO_GRAD, target=receiver)
+            # model.zero_grad() clears the gradients of that model's parameters, whatever optimizer.
+            return self._event(call, kind=EventKind.ZERO_GRAD, module=receiver)
         if method in _CLIP_FUNCTIONS:
             return self._event(call, kind=EventKind.CLIP)
         if method == "unscale_":

@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..calls import kwarg
+from ..calls import kwarg, literal_number
 from ..names import dotted
 from ..walk import walk
 from . import Context, Match
@@ -15,6 +15,7 @@ _RANK_CHECK = re.compile(
     r"rank|main_process|master|is_main|is_master|process_index|local_process_index|is_local_main|is_rank_zero|primary",
     re.IGNORECASE,
 )
+_COUNTER = re.compile(r"epoch|step|iter|batch|count|idx|index|len|size|loss", re.IGNORECASE)
 _DISTRIBUTED = re.compile(r"init_process_group|DistributedDataParallel|FullyShardedDataParallel|fully_shard|\bDDP\(|\bFSDP\(")
 
 
@@ -39,9 +40,24 @@ def _wrapper_of(ctx: Context, path: Optional[str]) -> Optional[str]:
     return None
 
 
+def _rank_check(ctx: Context, test: cst.BaseExpression) -> bool:
+    """``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``, ``local_rank in (-1, 0)``..."""
+    if _RANK_CHECK.search(ctx.code(test)):
+        return True
+    for node in walk(test):
+        if isinstance(node, cst.Comparison) and isinstance(node.left, (cst.Name, cst.Attribute)):
+            name = (dotted(node.left) or "").rsplit(".", 1)[-1].lower()
+            if _COUNTER.search(name):
+                continue
+            for comparison in node.comparisons:
+                if isinstance(comparison.operator, cst.Equal) and literal_number(comparison.comparator) == 0:
+                    return True
+    return False
+
+
 def _guarded(ctx: Context, site, depth: int = 0) -> bool:
     """Under a rank-0 check, here or at every local call site of the enclosing function."""
-    if any(_RANK_CHECK.search(ctx.code(test)) for test in site.tests):
+    if any(_rank_check(ctx, test) for test in site.tests):
         return True
     if site.function is None or depth > 3:
         return False

@@ -177,7 +177,9 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         if dotted(site.call.func) != "torch.save" or not site.call.args:
             continue
         saved = _saved_expression(ctx, site)
-        if saved is None:
+        # Only a checkpoint dict (weights plus epoch/step/...) is meant for resuming; a bare
+        # model.state_dict() is a weights export ("best.pt"), which is fine mid-training.
+        if not _is_checkpoint_dict(saved):
             continue
         state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
         if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts):
@@ -204,6 +206,14 @@ def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
             return cst.List([cst.Element(v) for v in sources + extra])
         return sources[0]
     return value
+
+
+def _is_checkpoint_dict(saved: Optional[cst.BaseExpression]) -> bool:
+    if isinstance(saved, cst.List):  # a dict plus the entries assigned into it later
+        return any(_is_checkpoint_dict(e.value) for e in saved.elements) or len(saved.elements) > 1
+    if isinstance(saved, cst.Dict):
+        return len(saved.elements) >= 2
+    return isinstance(saved, cst.Call) and dotted(saved.func) == "dict" and len(saved.args) >= 2
 
 
 def _is_state_dict(node: cst.CSTNode) -> bool:
