@@ -46,13 +46,15 @@ def initial_state(history_known: bool = True) -> State:
     return tuple(inv.initial(history_known) for inv in INVARIANTS)
 
 
-def feed(state: State, event: Event) -> Tuple[State, List[Violation]]:
+def feed(state: State, event: Event, evidence: bool = False) -> Tuple[State, List[Violation]]:
+    """The next state and the violations this event reveals (with ``evidence``, also the
+    counter-evidence of must violations: see :class:`Violation`)."""
     found: List[Violation] = []
     new_state = []
     for inv, sub in zip(INVARIANTS, state):
         sub, violations = inv.feed(sub, event)
         new_state.append(sub)
-        found.extend(violations)
+        found.extend(v for v in violations if evidence or v.holds)
     return tuple(new_state), found
 
 

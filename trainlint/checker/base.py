@@ -17,6 +17,9 @@ class Violation:
     # A "must" violation is reported statically only if it happens on every path that reaches
     # ``at`` (e.g. a cadence judged from counts, which a single short path cannot establish).
     must: bool = False
+    # ``holds=False`` is counter-evidence for a must violation: this path reached ``at`` without
+    # the violation. Only the static engine asks for it (``feed(..., evidence=True)``).
+    holds: bool = True
 
     def get(self, role: str) -> Optional[Event]:
         return next((ev for name, ev in self.related if name == role), None)

@@ -104,7 +104,7 @@ class ZeroGradPlacement(Invariant):
                 related = (("backward", state.backward), ("step", ev)) if state.backward else (("step", ev),)
                 found.append(Violation("TL104", state.wiped, related))
             previous = next((s for s in state.stepped if same_object(s.target, ev.target)), None)
-            if previous is not None and not ev.closure:
+            if previous is not None and not ev.manages_grads and not ev.each:
                 found.append(Violation("TL105", ev, (("previous", previous),)))
             stepped = tuple(s for s in state.stepped if s.target != ev.target) + (ev,)
             return _ZeroState(stepped=stepped[-4:]), found

@@ -120,8 +120,8 @@ class SchedulerCadence(Invariant):
             found = []
             if ev.cadence == CADENCE_BATCH and steps >= 2:
                 found.append(Violation("TL601", ev))
-            elif ev.cadence == CADENCE_EPOCH and steps == 1:
-                found.append(Violation("TL601", ev, must=True))
+            elif ev.cadence == CADENCE_EPOCH:
+                found.append(Violation("TL601", ev, must=True, holds=steps == 1))
             entries = tuple(e for e in state.entries if e.scheduler != ev.target) + (_CadenceEntry(ev.target, 0),)
             return _CadenceState(entries, state.steps_since_start), found
         return state, []

@@ -8,23 +8,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from ..events import CADENCE_METRIC, LOSS_DIVIDED, Event, EventKind
+from ..events import CADENCE_METRIC, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import dotted
-from .roles import ACCELERATOR, LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role
+from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role
 
 _OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
-_SCHED_NAME = re.compile(r"sched", re.IGNORECASE)
+_SCHED_NAME = re.compile(r"scheduler|(^|_)sched($|_)", re.IGNORECASE)
+_PIPELINE_NAME = re.compile(r"(^|_)pp_|pipeline|pp_schedule", re.IGNORECASE)
 _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 _ENGINE_NAME = re.compile(r"accelerator|engine", re.IGNORECASE)
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients"}
 _ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "islice", "zip", "skip_first_batches", "trange", "prefetch"}
 _LABEL_MAX = 48
+_ENGINE_METHODS = {"manual_backward", "register_full_backward_hook", "register_backward_hook", "register_full_backward_pre_hook"}
 _FLUENT = {"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "eval", "requires_grad_", "to_empty"}
 
 
@@ -36,6 +38,8 @@ class Frame:
     subst: Tuple[Tuple[str, str], ...] = ()
     depth: int = 0
     cls: Optional[str] = None  # class whose methods ``self.name()`` calls reach
+    loop_vars: FrozenSet[str] = frozenset()  # names bound by the enclosing for-loops' targets
+    explicit_schedule: bool = False  # inside a loop that only steps schedulers (fast-forward)
     accum: Optional[str] = None  # inside an accumulation boundary: how the code names k
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
@@ -103,6 +107,10 @@ class Extractor:
             return self._event(call, kind=EventKind.CLIP)
         if qualified == "torch.autograd.backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
+        if "backward" in name and name != "backward":
+            return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
+        if name.endswith("zero_grad"):
+            return self._event(call, kind=EventKind.ZERO_GRAD)  # a helper such as zero_grad(params)
         if name == "iter" and len(call.args) == 1:
             return self.loader_event(call, call.args[0].value, frame)
         return None
@@ -112,12 +120,15 @@ class Extractor:
             if isinstance(receiver_node, cst.Call) and _last(dotted(receiver_node.func)) == "scale":
                 scaled_loss = receiver_node.args[0].value if receiver_node.args else receiver_node
                 return self._backward(call, scaled_loss, frame, scaled=True)
-            if self._is(receiver, ACCELERATOR, _ENGINE_NAME):
+            if self._is(receiver, ACCELERATOR, _ENGINE_NAME) or self._is(receiver, ENGINE, _ENGINE_NAME):
                 # Accelerate / DeepSpeed divide by the accumulation steps themselves.
                 return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_DIVIDED)
             if call.args and call.args[0].keyword is None and _last(receiver) in ("fabric", "self"):
                 return self._backward(call, call.args[0].value, frame)
             return self._backward(call, receiver_node, frame)
+        if "backward" in method and method not in _ENGINE_METHODS:
+            # forward_backward_step() and the like, defined elsewhere: a backward pass happens.
+            return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
         if method == "manual_backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
         if method == "zero_grad":
@@ -181,6 +192,9 @@ class Extractor:
     def _step_event(self, call: cst.Call, receiver: Optional[str], frame: Frame) -> Optional[Event]:
         role = self.role(receiver)
         kind = role.kind if role is not None else None
+        if kind == PIPELINE or (kind is None and _PIPELINE_NAME.search(_last(receiver))):
+            # torch.distributed.pipelining schedules run forward and backward inside step().
+            return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
         if kind is None:
             last = _last(receiver)
             if _SCALER_NAME.search(last):
@@ -191,18 +205,29 @@ class Extractor:
                 kind = OPTIMIZER
         if kind == SCALER and call.args:
             return self._optimizer_step(call, frame.resolve(call.args[0].value), frame, via_scaler=True)
+        if kind == ENGINE:
+            return self._optimizer_step(call, receiver, frame, manages_grads=True)
         if kind == OPTIMIZER:
             closure = any(a.keyword is None or a.keyword.value == "closure" for a in call.args)
-            return self._optimizer_step(call, receiver, frame, closure=closure)
+            each = (receiver or "").split(".", 1)[0] in frame.loop_vars
+            return self._optimizer_step(call, receiver, frame, manages_grads=closure, each=each)
         if kind == SCHEDULER:
-            explicit = any(a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args)
+            explicit = frame.explicit_schedule or any(
+                a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args
+            )
             cadence = CADENCE_METRIC if explicit else (role.cadence if role is not None else None)
             optimizer = role.optimizer if role is not None else None
             return self._event(call, kind=EventKind.SCHEDULER_STEP, target=receiver, cadence=cadence, optimizer=optimizer)
         return None
 
     def _optimizer_step(
-        self, call: cst.Call, optimizer: Optional[str], frame: Frame, via_scaler: bool = False, closure: bool = False
+        self,
+        call: cst.Call,
+        optimizer: Optional[str],
+        frame: Frame,
+        via_scaler: bool = False,
+        manages_grads: bool = False,
+        each: bool = False,
     ) -> Event:
         # Statically a step counts as an accumulation boundary only inside a recognised structure
         # (a modulo/sync condition, or after a micro-step loop); two losses backpropagated before
@@ -214,7 +239,8 @@ class Extractor:
             boundary=frame.accum is not None,
             accum=frame.accum,
             via_scaler=via_scaler,
-            closure=closure,
+            manages_grads=manages_grads,
+            each=each,
             module=self._module_of(optimizer),
         )
 

@@ -78,9 +78,7 @@ class Interpreter:
         self.model = model
         self.extractor = extractor
         self.violations: Dict[Violation, None] = {}
-        # For "must" violations: the states each event was fed in, and those that violated.
-        self._reached_in: Dict[Event, Set[PathState]] = {}
-        self._violated_in: Dict[Violation, Set[PathState]] = {}
+        self._counter: Set[Tuple[str, Event]] = set()  # (rule, event) where a must violation failed
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
         self._stack: List[Function] = []
         self._memo: Dict[tuple, List[PathState]] = {}
@@ -110,8 +108,8 @@ class Interpreter:
             for sub in walk(node):
                 if isinstance(sub, cst.Call):
                     func = sub.func
-                    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-                    if name in self._interesting:
+                    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+                    if name in self._interesting or "backward" in name or name.endswith("zero_grad"):
                         cached = True
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
@@ -141,21 +139,18 @@ class Interpreter:
             return states
         out = []
         for state in states:
-            checks, found = checker.feed(state.checks, event)
+            checks, found = checker.feed(state.checks, event, evidence=True)
             for violation in found:
-                self.violations.setdefault(violation, None)
-                if violation.must:
-                    self._violated_in.setdefault(violation, set()).add(state)
-            self._reached_in.setdefault(event, set()).add(state)
+                if violation.holds:
+                    self.violations.setdefault(violation, None)
+                else:
+                    self._counter.add((violation.rule, violation.at))
             out.append(PathState(checks, state.assume))
         return _unique(out)
 
     def confirmed(self) -> List[Violation]:
-        """Violations that hold: "may" ones on some path, "must" ones on every path reaching them."""
-        return [
-            v for v in self.violations
-            if not v.must or self._violated_in.get(v, set()) >= self._reached_in.get(v.at, set())
-        ]
+        """Violations that hold: "may" ones on some path, "must" ones on every path that decides."""
+        return [v for v in self.violations if not v.must or (v.rule, v.at) not in self._counter]
 
     # ----------------------------------------------------------------- statements
     def block(self, body: Sequence[cst.CSTNode], states: List[PathState], frame: Frame) -> Outcome:
@@ -347,6 +342,12 @@ class Interpreter:
             forever = _always_true(stmt.test)
         body = block(stmt.body)
         assigned = self._assigned_in(stmt)
+        if self._only_scheduler_steps(stmt, frame):
+            # ``for _ in range(n): scheduler.step()`` fast-forwards a schedule on purpose.
+            frame = replace(frame, explicit_schedule=True)
+        if isinstance(stmt, cst.For):
+            # ``for opt in optimizers: opt.step()`` steps a different object on every pass.
+            frame = replace(frame, loop_vars=frame.loop_vars | frozenset(_names(stmt.target)))
         result = Outcome()
         first = self.block(body, states, frame)
         result.returns += first.returns
@@ -370,6 +371,14 @@ class Interpreter:
         if stmt.orelse is not None and exits:
             exits = self.block(block(stmt.orelse.body), exits, frame).normal
         return Outcome(normal=_unique(exits + result.breaks), returns=result.returns)
+
+    def _only_scheduler_steps(self, stmt, frame: Frame) -> bool:
+        calls = self.calls(stmt.body)
+        if any(self._local_callee(call, frame) is not None for call in calls):
+            return False
+        kinds = {getattr(self.extractor.call_event(call, frame), "kind", None) for call in calls}
+        kinds.discard(None)
+        return kinds == {EventKind.SCHEDULER_STEP}
 
     def _assigned_in(self, stmt) -> FrozenSet[str]:
         names = self._loop_names.get(id(stmt))
@@ -413,7 +422,7 @@ class Interpreter:
             return states
         self.reached.add(id(callee.node))
         subst = self._bind(callee, call, frame)
-        callee_frame = Frame(callee, subst, frame.depth + 1, callee.cls or frame.cls, frame.accum)
+        callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls or frame.cls, accum=frame.accum)
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:

@@ -13,7 +13,9 @@ import libcst as cst
 
 from .names import ImportMap, dotted
 from .roles import (
+    ENGINE,
     LOADER,
+    OPTIMIZER,
     SAMPLER,
     Role,
     RoleTable,
@@ -174,7 +176,10 @@ class ModuleModel:
         if isinstance(value, (cst.Tuple, cst.List)):
             return [self.role_of_value(e.value) for e in value.elements]
         if isinstance(value, cst.Call):
-            method = (dotted(value.func) or "").rsplit(".", 1)[-1]
+            func_path = dotted(value.func) or ""
+            method = func_path.rsplit(".", 1)[-1]
+            if method == "initialize" and "deepspeed" in (self.imports.qualify(value.func) or func_path):
+                return [Role(ENGINE), Role(OPTIMIZER)] + [None] * (count - 2)
             if method in ("prepare", "initialize", "setup"):
                 # accelerator.prepare / amp.initialize / fabric.setup return their arguments in order.
                 return [self.role_of_value(a.value) for a in value.args if a.keyword is None]

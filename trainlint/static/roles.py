@@ -26,6 +26,8 @@ LOADER = "loader"
 ACCELERATOR = "accelerator"
 LOSS_FN = "loss_fn"
 WRAPPED = "wrapped_model"
+PIPELINE = "pipeline_schedule"  # torch.distributed.pipelining: step() runs forward and backward
+ENGINE = "engine"  # DeepSpeed engines: backward() scales for accumulation, step() steps the optimizer
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,8 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
         return Role(LOSS_FN, reduction=literal_str(reduction.value) if reduction is not None else "mean")
     if last in _WRAPPERS and (not resolved or qualified.startswith("torch")):
         return Role(WRAPPED)
+    if last.startswith("Schedule") and qualified.startswith("torch.distributed.pipelining"):
+        return Role(PIPELINE)
     optimizer = Role(OPTIMIZER, module=params_owner(arg(call, 0, "params")))
     if resolved and (qualified.startswith(_OPTIMIZER_MODULES) and last[:1].isupper() and "lr_scheduler" not in qualified):
         if last not in ("Optimizer",):
