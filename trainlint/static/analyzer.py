@@ -1,6 +1,7 @@
 """Static analysis of one module's source: parse, model, explore, and report positioned findings."""
 from __future__ import annotations
 
+import ast
 from typing import AbstractSet, Dict, List, Optional, Tuple
 
 import libcst as cst
@@ -40,12 +41,36 @@ def could_fire(source: str, rules: AbstractSet[str]) -> bool:
 
 
 def parse(source: str) -> cst.Module:
+    """libcst's tree, behind CPython's own parser as a guard: libcst's native parser can crash or
+    hang on pathologically nested input that CPython rejects at once, and CPython's messages are
+    the ones users know. A file only libcst accepts (newer grammar than this interpreter) is fine."""
+    try:
+        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        cpython_error = None
+    except (RecursionError, MemoryError):
+        raise AnalysisError("nesting too deep to analyze") from None
+    except SyntaxError as exc:
+        if "too many" in str(exc.msg):  # too many nested parentheses / levels of indentation
+            raise AnalysisError(f"nesting too deep to analyze ({exc.msg}, line {exc.lineno})") from None
+        cpython_error = exc
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
+        if cpython_error is not None:
+            column = f", column {cpython_error.offset}" if cpython_error.offset else ""
+            raise AnalysisError(f"syntax error at line {cpython_error.lineno}{column}: {cpython_error.msg}") from None
         raise AnalysisError(f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: {exc.message}") from None
     except RecursionError:
         raise AnalysisError("nesting too deep to analyze") from None
+
+
+def check_syntax(source: str) -> None:
+    """Files the pre-filter skips still get their syntax errors reported, at CPython's parse cost
+    (several times cheaper than libcst's); libcst confirms before anything is reported."""
+    try:
+        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        parse(source)
 
 
 def find_violations(model: ModuleModel) -> List[Violation]:
@@ -86,6 +111,7 @@ def analyze(source: str, rules: AbstractSet[str]) -> List[Tuple[str, Span, str]]
     """(rule id, span, message) for each finding of the selected rules, sorted by position."""
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
     if not known or not could_fire(source, known):
+        check_syntax(source)
         return []
     module = parse(source)
     try:

@@ -1,0 +1,98 @@
+"""Bad input gets a clear per-file error, the other files are still checked, exit code 2."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_support import CLIP_AFTER_STEP, run, run_json, write
+
+
+def _check_with_good_file(tmp_path, bad_name):
+    good = write(tmp_path, "good/train.py", CLIP_AFTER_STEP)
+    result, data = run_json(tmp_path / bad_name, good)
+    assert result.exit_code == 2
+    assert [f["rule"] for f in data["findings"]] == ["TL101"], "the good file is still checked"
+    assert len(data["errors"]) == 1
+    assert "Traceback" not in result.output
+    return data["errors"][0]["message"]
+
+
+def test_syntax_error(tmp_path):
+    write(tmp_path, "broken.py", "import torch\nfor x in loader\n    optimizer.step()\n")
+    message = _check_with_good_file(tmp_path, "broken.py")
+    assert message.startswith("syntax error at line 2")
+
+
+def test_syntax_error_in_a_file_the_prefilter_skips(tmp_path):
+    write(tmp_path, "broken.py", "def f(:\n    pass\n")
+    assert _check_with_good_file(tmp_path, "broken.py").startswith("syntax error at line 1")
+
+
+def test_non_utf8_without_cookie(tmp_path):
+    (tmp_path / "latin.py").write_bytes("# caf\xe9\nimport torch\n".encode("latin-1"))
+    message = _check_with_good_file(tmp_path, "latin.py")
+    assert "cannot decode as utf-8" in message and "0xe9" in message
+
+
+def test_latin1_with_a_coding_cookie_is_analyzed(tmp_path):
+    source = "# -*- coding: latin-1 -*-\n# caf\xe9\n" + CLIP_AFTER_STEP
+    path = tmp_path / "latin.py"
+    path.write_bytes(source.encode("latin-1"))
+    result, data = run_json(path)
+    assert result.exit_code == 1
+    assert [(f["rule"], f["line"]) for f in data["findings"]] == [("TL101", 11)]
+
+
+def test_binary_file(tmp_path):
+    (tmp_path / "blob.py").write_bytes(b"\x7fELF\x00\x01\x02")
+    assert "binary file" in _check_with_good_file(tmp_path, "blob.py")
+
+
+def test_empty_file_is_fine(tmp_path):
+    result, data = run_json(write(tmp_path, "empty.py", ""))
+    assert result.exit_code == 0 and data == {"version": 1, "findings": [], "errors": []}
+
+
+def test_missing_path(tmp_path):
+    assert _check_with_good_file(tmp_path, "nope.py") == "no such file or directory"
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    # chmod 000 does not stop root (CI runs as root), so the OS refusal is simulated instead.
+    path = write(tmp_path, "secret.py", CLIP_AFTER_STEP)
+    original = Path.read_bytes
+
+    def read_bytes(self):
+        if self.name == "secret.py":
+            raise PermissionError(13, "Permission denied", str(self))
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    assert _check_with_good_file(tmp_path, path.name) == "permission denied"
+
+
+def test_deeply_nested_expression(tmp_path):
+    write(tmp_path, "deep.py", "x = " + "(" * 5000 + "1" + ")" * 5000 + "\nloss.backward()\n")
+    message = _check_with_good_file(tmp_path, "deep.py")
+    assert "nest" in message or "syntax error" in message
+
+
+def test_huge_file(tmp_path):
+    path = tmp_path / "huge.py"
+    path.write_bytes(b"# " + b"x" * (11 * 1024 * 1024) + b"\n")
+    assert _check_with_good_file(tmp_path, "huge.py").startswith("file too large")
+
+
+def test_directory_with_only_bad_files_reports_each(tmp_path):
+    write(tmp_path, "a.py", "def f(:\n")
+    (tmp_path / "b.py").write_bytes(b"\x00\x00")
+    result, data = run_json(tmp_path)
+    assert result.exit_code == 2
+    assert [e["path"].rsplit("/", 1)[-1] for e in data["errors"]] == ["a.py", "b.py"]
+
+
+def test_nothing_is_written(tmp_path):
+    path = write(tmp_path, "train.py", CLIP_AFTER_STEP)
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    run(path)
+    after = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    assert before == after

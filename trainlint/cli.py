@@ -1,0 +1,133 @@
+"""Command line: ``trainlint [OPTIONS] PATH...`` checks files; ``rules``, ``explain`` document them."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import click
+
+from . import __version__
+from .catalog import Rule, get_rule, load_catalog, unknown_selectors
+from .config import Config, ConfigError, effective_rules, find_config, load_config, split_selectors
+from .engine import Settings, check_paths
+from .reporters import FORMATS
+from .reporters.text import render_errors, summary
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class DefaultToCheck(click.Group):
+    """``trainlint PATH...`` means ``trainlint check PATH...``."""
+
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="trainlint")
+def main() -> None:
+    """trainlint: finds silent PyTorch training bugs (clip after step, scheduler before step,
+    accumulation without division, DistributedSampler without set_epoch, ...).
+
+    Run `trainlint PATH...` to check files, `trainlint rules` for the catalog, and
+    `trainlint explain TL101` for a rule's documentation.
+    """
+
+
+def _settings(paths: Sequence[str], config_file: Optional[str], select: Sequence[str], ignore: Sequence[str]) -> Settings:
+    try:
+        config = load_config(Path(config_file)) if config_file else find_config(Path(paths[0]))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    cli_select, cli_ignore = split_selectors(select), split_selectors(ignore)
+    unknown = unknown_selectors(cli_select + cli_ignore)
+    if unknown:
+        raise click.BadParameter(f"unknown rule(s): {', '.join(unknown)} (see `trainlint rules`)", param_hint="--select/--ignore")
+    # As in ruff: a command-line --select replaces the config's; --ignore adds to it.
+    chosen = cli_select if cli_select else config.select
+    return Settings(rules=effective_rules(chosen, config.ignore + cli_ignore), config=config)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--select", multiple=True, metavar="RULES", help="Rules to run: ids, names or prefixes (TL1), comma-separated.")
+@click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to run.")
+@click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml/trainlint.toml.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary line.")
+def check(paths, select, ignore, output_format, exit_zero, config_file, quiet) -> None:
+    """Check PATHS (files or directories) for training bugs."""
+    settings = _settings(paths, config_file, select, ignore)
+    report = check_paths(paths, settings)
+    color = output_format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    click.echo(FORMATS[output_format](report, color), nl=False)
+    if output_format == "text":
+        click.echo(render_errors(report), err=True, nl=False)
+        if not quiet:
+            click.echo(summary(report), err=True)
+    if report.errors:
+        sys.exit(EXIT_ERROR)
+    sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)
+
+
+@main.command()
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules(output_format: str) -> None:
+    """List the rule catalog."""
+    catalog = list(load_catalog().values())
+    if output_format == "json":
+        click.echo(json.dumps([_rule_json(r) for r in catalog], indent=2))
+        return
+    header = f"{'id':<6} {'name':<32} {'severity':<8} {'autofix':<7} {'runtime':<7} summary"
+    click.echo(header)
+    for r in catalog:
+        click.echo(
+            f"{r.id:<6} {r.name:<32} {r.severity:<8} {'yes' if r.autofix else 'no':<7} "
+            f"{'yes' if r.runtime_confirmed else 'no':<7} {r.summary}"
+            + (" (opt-in)" if r.opt_in else "")
+        )
+
+
+def _rule_json(rule: Rule) -> dict:
+    return {
+        "id": rule.id, "name": rule.name, "severity": rule.severity, "summary": rule.summary,
+        "autofix": rule.autofix, "runtime_confirmed": rule.runtime_confirmed, "opt_in": rule.opt_in,
+    }
+
+
+@main.command()
+@click.argument("rule")
+def explain(rule: str) -> None:
+    """Show the documentation of RULE (an id such as TL101, or a name such as clip-after-step)."""
+    found = get_rule(rule)
+    if found is None:
+        near = [r.id for r in load_catalog().values() if rule.lower()[:4] in (r.id.lower() + r.name)]
+        hint = f" Did you mean {', '.join(near)}?" if near else " See `trainlint rules`."
+        raise click.UsageError(f"unknown rule {rule!r}.{hint}")
+    click.echo(render_explanation(found))
+
+
+def render_explanation(rule: Rule) -> str:
+    def section(title: str, body: str) -> str:
+        return f"## {title}\n{body.strip()}\n"
+
+    def code(body: str) -> str:
+        return "```python\n" + textwrap.dedent(body).strip() + "\n```"
+
+    parts = [
+        f"# {rule.id} {rule.name} ({rule.severity}{', opt-in' if rule.opt_in else ''})\n",
+        section("What it does", rule.summary),
+        section("Why this breaks training", rule.rationale),
+        section("Example", code(rule.bad)),
+        section("Use instead", code(rule.good)),
+        section("Fix", rule.fix),
+        section("Runtime", rule.runtime),
+    ]
+    return "\n".join(parts)

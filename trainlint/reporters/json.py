@@ -1,0 +1,20 @@
+"""The JSON format: a public, versioned contract (see README, "JSON output")."""
+from __future__ import annotations
+
+import json
+
+from ..engine import Report
+
+VERSION = 1
+
+
+def document(report: Report) -> dict:
+    return {
+        "version": VERSION,
+        "findings": [finding.to_json() for finding in report.findings],
+        "errors": [error.to_json() for error in report.errors],
+    }
+
+
+def render(report: Report, color: bool = False) -> str:
+    return json.dumps(document(report), indent=2) + "\n"

@@ -1,0 +1,35 @@
+"""Human-readable output: ``path:line:col: TL101 [clip-after-step] message``, like ruff."""
+from __future__ import annotations
+
+from typing import List
+
+from ..engine import Report
+
+_SEVERITY_COLOR = {"error": "31", "warning": "33", "info": "36"}
+
+
+def _paint(text: str, code: str, color: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+
+def render(report: Report, color: bool = False) -> str:
+    lines: List[str] = []
+    for f in report.findings:
+        where = _paint(f"{f.path}:{f.line}:{f.column}:", "1", color)
+        code = _paint(f.rule, _SEVERITY_COLOR.get(f.severity, "0"), color)
+        lines.append(f"{where} {code} [{f.name}] {f.message}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_errors(report: Report) -> str:
+    return "".join(f"{e.path}: error: {e.message}\n" for e in report.errors)
+
+
+def summary(report: Report) -> str:
+    if not report.findings and not report.errors:
+        return f"All checks passed ({report.files} file{'s' if report.files != 1 else ''} checked)."
+    files_with = len({f.path for f in report.findings})
+    text = f"Found {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} in {files_with} file{'s' if files_with != 1 else ''}"
+    if report.errors:
+        text += f" ({len(report.errors)} file{'s' if len(report.errors) != 1 else ''} could not be analyzed)"
+    return text + "."
