@@ -9,7 +9,7 @@ sees the source.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List
 
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -12,7 +12,7 @@ import click
 
 from . import __version__
 from .catalog import Rule, get_rule, load_catalog, unknown_selectors
-from .config import Config, ConfigError, effective_rules, find_config, load_config, split_selectors
+from .config import ConfigError, effective_rules, find_config, load_config, split_selectors
 from .engine import Settings, check_paths
 from .reporters import FORMATS
 from .reporters.text import render_errors, summary
