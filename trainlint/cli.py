@@ -13,7 +13,7 @@ import click
 from . import __version__
 from .catalog import Rule, get_rule, load_catalog, unknown_selectors
 from .config import ConfigError, effective_rules, find_config, load_config, split_selectors
-from .engine import Settings, check_paths
+from .engine import Settings, check_paths, default_jobs
 from .reporters import FORMATS
 from .reporters.text import render_errors, summary
 
@@ -40,7 +40,9 @@ def main() -> None:
     """
 
 
-def _settings(paths: Sequence[str], config_file: Optional[str], select: Sequence[str], ignore: Sequence[str]) -> Settings:
+def _settings(
+    paths: Sequence[str], config_file: Optional[str], select: Sequence[str], ignore: Sequence[str], **options
+) -> Settings:
     try:
         config = load_config(Path(config_file)) if config_file else find_config(Path(paths[0]))
     except ConfigError as exc:
@@ -51,7 +53,7 @@ def _settings(paths: Sequence[str], config_file: Optional[str], select: Sequence
         raise click.BadParameter(f"unknown rule(s): {', '.join(unknown)} (see `trainlint rules`)", param_hint="--select/--ignore")
     # As in ruff: a command-line --select replaces the config's; --ignore adds to it.
     chosen = cli_select if cli_select else config.select
-    return Settings(rules=effective_rules(chosen, config.ignore + cli_ignore), config=config)
+    return Settings(rules=effective_rules(chosen, config.ignore + cli_ignore), config=config, **options)
 
 
 @main.command()
@@ -61,13 +63,24 @@ def _settings(paths: Sequence[str], config_file: Optional[str], select: Sequence
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml/trainlint.toml.")
+@click.option("--output-file", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report here instead of stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No summary line.")
-def check(paths, select, ignore, output_format, exit_zero, config_file, quiet) -> None:
-    """Check PATHS (files or directories) for training bugs."""
-    settings = _settings(paths, config_file, select, ignore)
+@click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel processes (default: number of cores).")
+@click.option("--no-respect-gitignore", is_flag=True, help="Also check files that .gitignore excludes.")
+def check(paths, select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs, no_respect_gitignore) -> None:
+    """Check PATHS (files, directories, notebooks) for training bugs."""
+    settings = _settings(
+        paths, config_file, select, ignore,
+        cache=not no_cache, jobs=jobs or default_jobs(), respect_gitignore=not no_respect_gitignore,
+    )
     report = check_paths(paths, settings)
-    color = output_format == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    click.echo(FORMATS[output_format](report, color), nl=False)
+    color = output_format == "text" and not output_file and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    rendered = FORMATS[output_format](report, color)
+    if output_file:
+        Path(output_file).write_text(rendered, encoding="utf-8")
+    else:
+        click.echo(rendered, nl=False)
     if output_format == "text":
         click.echo(render_errors(report), err=True, nl=False)
         if not quiet:

@@ -1,27 +1,36 @@
 """Checking files: read, skip/suppress, analyze with the rules in force, and collect findings.
 
 One file's failure (unreadable, not Python, a syntax error, an internal error) becomes a
-:class:`FileError` for that file; every other file is still checked.
+:class:`FileError` for that file; every other file is still checked. Results are cached by content
+hash, and many files are checked in parallel processes.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import FrozenSet, Iterable, List, Tuple
+from typing import FrozenSet, Iterable, List, Optional, Tuple
 
+from .cache import Cache, cache_dir, key
 from .catalog import load_catalog, matches
 from .config import Config, ignored_for
-from .files import SourceError, discover, read_source
+from .files import SourceError, decode_source, discover, read_bytes
 from .findings import FileError, Finding
+from .notebooks import load_notebook
 from .static.analyzer import AnalysisError, analyze
 from .suppression import parse_suppressions
+
+PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
 
 
 @dataclass(frozen=True)
 class Settings:
     rules: FrozenSet[str]  # rule ids in force (after select/ignore)
     config: Config = field(default_factory=Config)
+    cache: bool = True
+    jobs: int = 1
+    respect_gitignore: bool = True
 
 
 @dataclass
@@ -49,13 +58,14 @@ def rules_for(path: Path, settings: Settings) -> FrozenSet[str]:
     return frozenset(r for r in settings.rules if not any(matches(catalog[r], s) for s in ignored))
 
 
-def check_source(text: str, path: str, rules: FrozenSet[str], config: Config) -> List[Finding]:
+def check_source(text: str, path: str, rules: FrozenSet[str], config: Config, position=None) -> List[Finding]:
     suppressions = parse_suppressions(text)
     if suppressions.skip_file or not rules:
         return []
     catalog = load_catalog()
     findings = []
-    for rule_id, (line, column, end_line, end_column), message in analyze(text, rules):
+    results = analyze(text, rules, position) if position else analyze(text, rules)
+    for rule_id, (line, column, end_line, end_column), message in results:
         rule = catalog[rule_id]
         if suppressions.suppresses(line, rule.id, rule.name):
             continue
@@ -64,32 +74,75 @@ def check_source(text: str, path: str, rules: FrozenSet[str], config: Config) ->
     return findings
 
 
-def check_file(path: Path, settings: Settings) -> Tuple[List[Finding], List[FileError]]:
-    shown = display_path(path)
+def check_notebook(text: str, path: str, rules: FrozenSet[str], config: Config) -> List[Finding]:
+    notebook = load_notebook(text)
+
+    def position(line: int) -> str:
+        cell, cell_line = notebook.cell_position(line)
+        return f"cell {cell}, line {cell_line}"
+
+    findings = []
+    for f in check_source(notebook.source, path, rules, config, position):
+        cell, line = notebook.cell_position(f.line)
+        end_cell, end_line = notebook.cell_position(f.end_line)
+        end_column = f.end_column if end_cell == cell else f.column + 1
+        findings.append(replace(f, cell=cell, line=line, end_line=end_line if end_cell == cell else line, end_column=end_column))
+    return findings
+
+
+def _analyze(path: Path, shown: str, data: bytes, settings: Settings) -> Tuple[List[Finding], List[FileError]]:
+    rules = rules_for(path, settings)
     try:
-        text = read_source(path)
-        return check_source(text, shown, rules_for(path, settings), settings.config), []
+        text = decode_source(data)
+        if path.suffix == ".ipynb":
+            return check_notebook(text, shown, rules, settings.config), []
+        return check_source(text, shown, rules, settings.config), []
     except (SourceError, AnalysisError) as exc:
         return [], [FileError(shown, str(exc))]
     except RecursionError:
         return [], [FileError(shown, "nesting too deep to analyze")]
     except MemoryError:
         return [], [FileError(shown, "out of memory while analyzing")]
+
+
+def check_file(path: Path, settings: Settings) -> Tuple[List[Finding], List[FileError]]:
+    shown = display_path(path)
+    try:
+        data = read_bytes(path)
+        store: Optional[Cache] = Cache(cache_dir(settings.config.root)) if settings.cache else None
+        digest = key(data, path.suffix, rules_for(path, settings), settings.config.severity) if store else ""
+        cached = store.get(digest, shown) if store else None
+        if cached is not None:
+            return cached
+        findings, errors = _analyze(path, shown, data, settings)
+        if store:
+            store.put(digest, findings, errors)
+        return findings, errors
+    except SourceError as exc:
+        return [], [FileError(shown, str(exc))]
     except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the run
         return [], [FileError(shown, f"internal error: {type(exc).__name__}: {exc}")]
 
 
+def _check_file_star(args: Tuple[Path, Settings]) -> Tuple[List[Finding], List[FileError]]:
+    return check_file(*args)
+
+
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:
-    files, errors = discover(paths, settings.config.root, settings.config.exclude)
+    files, errors = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
     report = Report(errors=list(errors), files=len(files))
-    for path in files:
-        findings, file_errors = check_file(path, settings)
+    if settings.jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
+        with ProcessPoolExecutor(max_workers=settings.jobs) as pool:
+            results = list(pool.map(_check_file_star, [(p, settings) for p in files], chunksize=8))
+    else:
+        results = [check_file(path, settings) for path in files]
+    for findings, file_errors in results:
         report.findings.extend(findings)
         report.errors.extend(file_errors)
-    report.findings.sort(key=lambda f: (f.path, f.line, f.column, f.rule))
+    report.findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.rule))
     report.errors.sort()
     return report
 
 
 def default_jobs() -> int:
-    return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
+import subprocess
 import tokenize
 from pathlib import Path
 from typing import Iterable, List, Sequence, Tuple
@@ -15,7 +16,7 @@ SKIPPED_DIRS = frozenset({
     ".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "env", ".tox", ".nox", "build", "dist",
     "node_modules", "site-packages", ".trainlint_cache", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs",
 })
-SOURCE_SUFFIXES = (".py",)
+SOURCE_SUFFIXES = (".py", ".ipynb")
 
 
 class SourceError(Exception):
@@ -43,9 +44,12 @@ def _skipped_dir(path: Path) -> bool:
     return path.name in SKIPPED_DIRS or path.name.endswith(".egg-info") or (path / "pyvenv.cfg").exists()
 
 
-def discover(paths: Iterable[str], root: Path, exclude: Sequence[str] = ()) -> Tuple[List[Path], List[FileError]]:
+def discover(
+    paths: Iterable[str], root: Path, exclude: Sequence[str] = (), respect_gitignore: bool = True
+) -> Tuple[List[Path], List[FileError]]:
     """Files to check, sorted. Explicitly named files are checked unless the config excludes them;
-    directories are searched for ``*.py`` files, skipping VCS, virtualenv and build directories."""
+    directories are searched for ``*.py``/``*.ipynb`` files, skipping VCS, virtualenv and build
+    directories and, inside a git work tree, what git ignores."""
     files: List[Path] = []
     errors: List[FileError] = []
     for name in paths:
@@ -54,7 +58,8 @@ def discover(paths: Iterable[str], root: Path, exclude: Sequence[str] = ()) -> T
             errors.append(FileError(name, "no such file or directory"))
         elif path.is_dir():
             if os.access(path, os.R_OK | os.X_OK):
-                files.extend(_walk(path, root, exclude, errors))
+                found = list(_walk(path, root, exclude, errors))
+                files.extend(git_unignored(path, found) if respect_gitignore else found)
             else:
                 errors.append(FileError(name, "permission denied: directory is not readable"))
         elif not is_excluded(path, root, exclude):
@@ -78,18 +83,21 @@ def _walk(top: Path, root: Path, exclude: Sequence[str], errors: List[FileError]
 
 def read_source(path: Path) -> str:
     """The file's text, decoded as Python does (BOM, PEP 263 coding cookie, else UTF-8)."""
+    return decode_source(read_bytes(path))
+
+
+def read_bytes(path: Path) -> bytes:
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
             raise SourceError(f"file too large ({size / 1024 / 1024:.1f} MB > {MAX_BYTES // 1024 // 1024} MB)")
-        data = path.read_bytes()
+        return path.read_bytes()
     except PermissionError:
         raise SourceError("permission denied") from None
     except IsADirectoryError:
         raise SourceError("is a directory") from None
     except OSError as exc:
         raise SourceError(f"cannot read file: {exc.strerror or exc}") from None
-    return decode_source(data)
 
 
 def decode_source(data: bytes) -> str:
@@ -111,3 +119,23 @@ def decode_source(data: bytes) -> str:
     except LookupError:
         raise SourceError(f"unknown encoding {encoding!r} in coding declaration") from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def git_unignored(directory: Path, files: List[Path]) -> List[Path]:
+    """The files git does not ignore (every .gitignore, .git/info/exclude, global excludes), asked
+    of git itself so the rules are exactly git's. Outside a work tree, or without git: all files."""
+    if not files:
+        return files
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(directory), "check-ignore", "--stdin", "-z"],
+            input=b"\0".join(str(p.resolve()).encode() for p in files),
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return files
+    if result.returncode not in (0, 1):  # 128: not a git work tree
+        return files
+    ignored = {Path(p.decode()) for p in result.stdout.split(b"\0") if p}
+    return [p for p in files if p.resolve() not in ignored]

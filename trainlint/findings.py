@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 
 @dataclass(frozen=True, order=True)
@@ -16,12 +16,22 @@ class Finding:
     message: str
     end_line: int
     end_column: int  # 1-based, just past the last character
+    cell: Optional[int] = None  # notebooks: 1-based code cell; line and column are within it
 
     def to_json(self) -> Dict[str, Any]:
         data = asdict(self)
         # The public JSON order: rule first, then where, then what.
         keys = ("rule", "name", "severity", "path", "line", "column", "end_line", "end_column", "message")
-        return {key: data[key] for key in keys}
+        result = {key: data[key] for key in keys}
+        if self.cell is not None:
+            result["cell"] = self.cell
+        return result
+
+    @property
+    def location(self) -> str:
+        """``path:line:col`` (``nb.ipynb:cell 3:12:5`` in notebooks)."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
 
 @dataclass(frozen=True, order=True)

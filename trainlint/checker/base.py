@@ -6,7 +6,8 @@ from typing import Callable, List, Optional, Tuple
 
 from ..events import Event
 
-LineOf = Callable[[Event], Optional[int]]
+# Where a statement is, as messages say it: "line 17" (in notebooks "cell 3, line 5").
+LineOf = Callable[[Event], Optional[str]]
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,8 @@ def where(event: Optional[Event], line_of: LineOf, fallback: str) -> str:
     """How a message names a statement: its label and line."""
     if event is None:
         return fallback
-    line = line_of(event)
-    return f"{event.label} (line {line})" if line else event.label
+    position = line_of(event)
+    return f"{event.label} ({position})" if position else event.label
 
 
 class Invariant:

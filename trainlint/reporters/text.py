@@ -15,7 +15,7 @@ def _paint(text: str, code: str, color: bool) -> str:
 def render(report: Report, color: bool = False) -> str:
     lines: List[str] = []
     for f in report.findings:
-        where = _paint(f"{f.path}:{f.line}:{f.column}:", "1", color)
+        where = _paint(f"{f.location}:", "1", color)
         code = _paint(f.rule, _SEVERITY_COLOR.get(f.severity, "0"), color)
         lines.append(f"{where} {code} [{f.name}] {f.message}")
     return "\n".join(lines) + ("\n" if lines else "")

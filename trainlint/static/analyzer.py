@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import AbstractSet, Dict, List, Optional, Tuple
+from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -107,8 +107,16 @@ def _spans(positions, nodes: List[cst.CSTNode]) -> Dict[int, Span]:
     return spans
 
 
-def analyze(source: str, rules: AbstractSet[str]) -> List[Tuple[str, Span, str]]:
-    """(rule id, span, message) for each finding of the selected rules, sorted by position."""
+def _plain_position(line: int) -> str:
+    return f"line {line}"
+
+
+def analyze(
+    source: str, rules: AbstractSet[str], position: Callable[[int], str] = _plain_position
+) -> List[Tuple[str, Span, str]]:
+    """(rule id, span, message) for each finding of the selected rules, sorted by position.
+
+    ``position`` says how messages refer to other lines (notebooks name the cell)."""
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
     if not known or not could_fire(source, known):
         check_syntax(source)
@@ -130,12 +138,12 @@ def analyze(source: str, rules: AbstractSet[str]) -> List[Tuple[str, Span, str]]
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     spans = _spans(positions, nodes)
 
-    def line_of(event: Event) -> Optional[int]:
+    def line_of(event: Event) -> Optional[str]:
         span = spans.get(id(event.site))
-        return span[0] if span else None
+        return position(span[0]) if span else None
 
-    def line_of_node(node: cst.CSTNode) -> Optional[int]:
-        return positions[node].start.line if node in positions else None
+    def line_of_node(node: cst.CSTNode) -> Optional[str]:
+        return position(positions[node].start.line) if node in positions else None
 
     results = []
     seen = set()

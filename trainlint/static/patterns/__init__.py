@@ -14,7 +14,7 @@ import libcst as cst
 from ..module import ModuleModel
 from ..sites import SiteIndex
 
-NodeLine = Callable[[cst.CSTNode], Optional[int]]
+NodeLine = Callable[[cst.CSTNode], Optional[str]]  # "line 17", as messages say it
 
 
 @dataclass(frozen=True)

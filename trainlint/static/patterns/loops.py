@@ -94,7 +94,7 @@ def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
                 continue
             reported.add(id(forward.call))
             yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call: (
-                f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, line "
+                f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, "
                 f"{line_of(e)}) that builds autograd graphs: eval() does not disable gradients, so "
                 f"every activation is kept, using several times the memory and time; wrap the loop "
                 f"in torch.no_grad() or torch.inference_mode()."

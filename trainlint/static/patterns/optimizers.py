@@ -81,7 +81,7 @@ def optimizer_before_wrap(ctx: Context) -> Iterable[Match]:
             if wrapped == owner and order.get(id(other.statement), -1) > order.get(id(site.statement), -1):
                 yield Match("TL305", site.call, lambda line_of, o=other.call, n=owner: (
                     f"{ctx.label(site.call)} collects the parameters of {n} before "
-                    f"{ctx.label(o)} (line {line_of(o)}) shards it: FSDP replaces those parameters, "
+                    f"{ctx.label(o)} ({line_of(o)}) shards it: FSDP replaces those parameters, "
                     f"so the optimizer updates tensors the model no longer uses and training does "
                     f"nothing; build the optimizer after wrapping."
                 ))

@@ -1,0 +1,82 @@
+"""Content-hash cache of per-file results in ``.trainlint_cache/``.
+
+The key covers the file's bytes, trainlint's version, the catalog, and everything in the
+configuration that changes findings, so a hit is exactly what a fresh run would report. Anything
+unreadable or unexpected in the cache is a miss, never an error.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from . import __version__
+from .catalog import load_catalog
+from .findings import FileError, Finding
+
+FORMAT = 1
+DIRECTORY = ".trainlint_cache"
+
+
+def cache_dir(root: Path) -> Path:
+    override = os.environ.get("TRAINLINT_CACHE_DIR")
+    return Path(override) if override else root / DIRECTORY
+
+
+def _catalog_fingerprint() -> str:
+    return ",".join(f"{r.id}:{r.name}:{r.severity}" for r in load_catalog().values())
+
+
+def key(data: bytes, kind: str, rules: frozenset, severity: dict) -> str:
+    digest = hashlib.sha256()
+    for part in (f"v{FORMAT}", __version__, _catalog_fingerprint(), kind, ",".join(sorted(rules)), json.dumps(severity, sort_keys=True)):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    digest.update(data)
+    return digest.hexdigest()
+
+
+class Cache:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def _path(self, digest: str) -> Path:
+        return self.directory / digest[:2] / f"{digest}.json"
+
+    def get(self, digest: str, path: str) -> Optional[Tuple[List[Finding], List[FileError]]]:
+        try:
+            data = json.loads(self._path(digest).read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT or data.get("version") != __version__:
+                return None
+            findings = [Finding(path=path, **item) for item in data["findings"]]
+            errors = [FileError(path, message) for message in data["errors"]]
+            return findings, errors
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return None  # absent, corrupt or foreign: recompute
+
+    def put(self, digest: str, findings: List[Finding], errors: List[FileError]) -> None:
+        entry = {
+            "format": FORMAT,
+            "version": __version__,
+            "findings": [{k: v for k, v in f.__dict__.items() if k != "path"} for f in findings],
+            "errors": [e.message for e in errors],
+        }
+        target = self._path(digest)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._mark()
+            fd, temporary = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(entry, handle)
+            os.replace(temporary, target)  # atomic: parallel runs never see half an entry
+        except OSError:
+            pass  # a read-only tree still gets checked, just without a cache
+
+    def _mark(self) -> None:
+        ignore = self.directory / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Created by trainlint; safe to delete.\n*\n", encoding="utf-8")
+            (self.directory / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n", encoding="utf-8")
