@@ -7,7 +7,6 @@ hash, and many files are checked in parallel processes.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import FrozenSet, Iterable, List, Optional, Tuple
@@ -132,6 +131,8 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     files, errors = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
     report = Report(errors=list(errors), files=len(files))
     if settings.jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
+        from concurrent.futures import ProcessPoolExecutor  # only worth importing for many files
+
         with ProcessPoolExecutor(max_workers=settings.jobs) as pool:
             results = list(pool.map(_check_file_star, [(p, settings) for p in files], chunksize=8))
     else:

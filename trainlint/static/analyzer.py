@@ -5,7 +5,6 @@ import ast
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .. import checker
 from ..catalog import load_catalog
@@ -135,6 +134,8 @@ def analyze(
     nodes = [ev.site for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
     nodes += [m.node for m in matches]
     # Positions cost a full pass over the tree: computed once, and only for files with findings.
+    from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
+
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     spans = _spans(positions, nodes)
 
