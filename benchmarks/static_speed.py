@@ -1,68 +1,87 @@
 """Static analysis speed against the parse floor.
 
-    python benchmarks/static_speed.py DIR [--repeat N]
+    python benchmarks/static_speed.py DIR [DIR...] [--jobs N] [--skip-parse]
 
-Prints files, lines, seconds and files/s for bare ``libcst.parse_module`` over every ``*.py`` under
-DIR, and for trainlint's full per-file pipeline (read, decode, pre-filter, parse, analyze) over the
-same files, plus the ratio. Run it on e.g. the installed torch's ``torch/optim`` and
-``torch/nn/modules``.
+On the same ``*.py`` files it prints files, lines, seconds and files/s for:
+  - bare ``libcst.parse_module`` (the floor: every file parsed, nothing else);
+  - trainlint cold, 1 job (no cache: read, pre-filter, parse, analyze every file);
+  - trainlint cold, N jobs;
+  - trainlint warm (a populated content-hash cache);
+  - TorchFix, if it is installed (``torchfix`` on PATH).
+Run it e.g. on the installed torch package: ``python benchmarks/static_speed.py $(python -c
+"import torch, os; print(os.path.dirname(torch.__file__))")``.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import libcst
 
-from trainlint.catalog import load_catalog
-from trainlint.static.analyzer import AnalysisError, analyze
+from trainlint.config import Config, effective_rules
+from trainlint.engine import Settings, check_paths, default_jobs
+from trainlint.files import discover
 
 
-def _files(roots):
-    files = []
-    for root in roots:
-        root = Path(root)
-        files += [root] if root.is_file() else sorted(root.rglob("*.py"))
-    return files
+def _row(name: str, seconds: float, files: int) -> None:
+    print(f"{name:<28} {seconds:9.2f} s {files / seconds:10.1f} files/s")
 
 
-def _time(fn, files, repeat):
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for path in files:
-            fn(path)
-        best = min(best, time.perf_counter() - start)
-    return best
+def _parse_floor(files) -> float:
+    start = time.perf_counter()
+    for path in files:
+        try:
+            libcst.parse_module(path.read_bytes().decode("utf-8", errors="replace"))
+        except Exception:  # noqa: BLE001 - the floor counts the attempt, whatever the file
+            pass
+    return time.perf_counter() - start
+
+
+def _trainlint(dirs, jobs: int, cache: bool) -> float:
+    settings = Settings(rules=effective_rules(None, []), config=Config(), cache=cache, jobs=jobs, respect_gitignore=False)
+    start = time.perf_counter()
+    check_paths(dirs, settings)
+    return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=default_jobs())
+    parser.add_argument("--skip-parse", action="store_true", help="skip the (slow) parse floor")
     args = parser.parse_args()
-    files = _files(args.dirs)
-    sources = {p: p.read_text(encoding="utf-8", errors="replace") for p in files}
-    lines = sum(s.count("\n") for s in sources.values())
-    rules = frozenset(r.id for r in load_catalog().values() if not r.opt_in)
-
-    def parse_only(path):
-        libcst.parse_module(path.read_bytes().decode("utf-8", errors="replace"))
-
-    def trainlint_file(path):
-        try:
-            analyze(path.read_bytes().decode("utf-8", errors="replace"), rules)
-        except AnalysisError:
-            pass
-
-    parse_s = _time(parse_only, files, args.repeat)
-    lint_s = _time(trainlint_file, files, args.repeat)
-    print(f"{len(files)} files, {lines} lines (best of {args.repeat})")
-    print(f"{'libcst.parse_module':<22} {parse_s:8.3f} s  {len(files) / parse_s:9.1f} files/s")
-    print(f"{'trainlint':<22} {lint_s:8.3f} s  {len(files) / lint_s:9.1f} files/s")
-    print(f"ratio trainlint/parse: {lint_s / parse_s:.2f}x")
+    files, _ = discover(args.dirs, Path.cwd(), respect_gitignore=False)
+    files = [f for f in files if f.suffix == ".py"]
+    lines = sum(f.read_bytes().count(b"\n") for f in files)
+    print(f"{len(files)} files, {lines} lines, {args.jobs} jobs available")
+    cache = tempfile.mkdtemp(prefix="trainlint-bench-cache-")
+    os.environ["TRAINLINT_CACHE_DIR"] = cache
+    try:
+        if not args.skip_parse:
+            floor = _parse_floor(files)
+            _row("libcst.parse_module", floor, len(files))
+        cold = _trainlint(args.dirs, 1, cache=False)
+        _row("trainlint cold, 1 job", cold, len(files))
+        cold_n = _trainlint(args.dirs, args.jobs, cache=False)
+        _row(f"trainlint cold, {args.jobs} jobs", cold_n, len(files))
+        _trainlint(args.dirs, args.jobs, cache=True)  # populate the cache
+        warm = _trainlint(args.dirs, 1, cache=True)
+        _row("trainlint warm (cache)", warm, len(files))
+        if shutil.which("torchfix"):
+            start = time.perf_counter()
+            subprocess.run(["torchfix", *args.dirs], capture_output=True)
+            _row("torchfix", time.perf_counter() - start, len(files))
+        if not args.skip_parse:
+            print(f"cold 1 job / parse floor: {cold / floor:.2f}x")
+        print(f"cold / warm: {cold / warm:.1f}x")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 if __name__ == "__main__":
