@@ -41,6 +41,12 @@ def test_good_example_is_clean(rule):
     assert analyze(rule.good, ALL_RULES) == []
 
 
+@pytest.mark.parametrize("rule", CATALOG.values(), ids=lambda r: r.id)
+def test_bad_example_has_no_other_finding(rule):
+    """A bad example shows exactly its own bug."""
+    assert {r for r, _, _ in analyze(rule.bad, ALL_RULES)} == {rule.id}
+
+
 def test_selectors():
     rule = CATALOG["TL101"]
     assert matches(rule, "TL101") and matches(rule, "TL1") and matches(rule, "clip-after-step")

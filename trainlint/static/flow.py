@@ -67,9 +67,7 @@ _EVENT_NAMES = frozenset({
     "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients",
     "train", "eval", "no_sync", "accumulate", "set_requires_gradient_sync", "zero_",
 })
-# Code that sets DDP's sync flag itself (nanoGPT's require_backward_grad_sync, a no_sync() context
-# chosen by an expression) is trusted to handle accumulation: TL203 stays quiet there.
-_SYNC_MANAGED = re.compile(r"require_backward_grad_sync|=[^\n]*\bno_sync\(|\bno_sync\b(?!\()")
+
 _JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
@@ -91,7 +89,7 @@ class Interpreter:
         # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
         self._interesting = _EVENT_NAMES | local | wrapped | aliases
-        self._sync_managed = bool(_SYNC_MANAGED.search(model.source))
+        self._sync_managed = _manages_sync(model)
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
 
     def calls(self, node: cst.CSTNode) -> List[cst.Call]:
@@ -253,7 +251,7 @@ class Interpreter:
             orelse = [stmt.orelse]
         elif isinstance(stmt.orelse, cst.Else):
             orelse = block(stmt.orelse.body)
-        k = self._boundary(stmt.test)
+        k = self._boundary(stmt.test, frame)
         true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
         only_true = k is None and not orelse and self._mentions(stmt.body, "set_epoch(")
         true_states, false_states = [], []
@@ -290,8 +288,17 @@ class Interpreter:
             self._cond_names[key] = frozenset(_names(test))
         return key, polarity
 
-    def _boundary(self, test: cst.BaseExpression) -> Optional[str]:
-        """``k`` when a condition marks an accumulation boundary (``(i + 1) % k == 0``...)."""
+    def _boundary(self, test: cst.BaseExpression, frame: Optional[Frame] = None, depth: int = 0) -> Optional[str]:
+        """``k`` when a condition marks an accumulation boundary (``(i + 1) % k == 0``...),
+        also through a local flag (``boundary = (i + 1) % k == 0`` ... ``if boundary:``)."""
+        if isinstance(test, cst.UnaryOperation):
+            test = test.expression
+        if isinstance(test, cst.Name) and frame is not None and frame.function is not None and depth < 2:
+            for target, value in frame.function.assigns:
+                if isinstance(target, cst.Name) and target.value == test.value:
+                    k = self._boundary(value, frame, depth + 1)
+                    if k is not None:
+                        return k
         for node in walk(test):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
                 return " ".join(self.model.module.code_for_node(node.right).split())
@@ -484,3 +491,24 @@ def _clears_grad(assign: cst.Assign) -> bool:
         and assign.value.value == "None"
         and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in assign.targets)
     )
+
+
+def _manages_sync(model: ModuleModel) -> bool:
+    """Code that sets DDP's sync flag itself (nanoGPT's ``require_backward_grad_sync``, a no_sync()
+    context chosen by an expression, ``no_sync`` passed around) is trusted to handle accumulation:
+    only a ``with model.no_sync():`` written out is modelled, and TL203 stays quiet otherwise."""
+    source = model.source
+    if "require_backward_grad_sync" not in source and "no_sync" not in source:
+        return False
+    with_items = set()
+    for node in walk(model.module):
+        if isinstance(node, cst.With):
+            with_items.update(id(item.item) for item in node.items)
+    for node in walk(model.module):
+        if isinstance(node, cst.Attribute) and node.attr.value == "require_backward_grad_sync":
+            return True
+        if isinstance(node, cst.Attribute) and node.attr.value == "no_sync":
+            continue
+        if isinstance(node, cst.Call) and _last_name(node.func) == "no_sync" and id(node) not in with_items:
+            return True
+    return False

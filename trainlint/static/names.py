@@ -31,6 +31,11 @@ def _module_name(node) -> str:
     return ""
 
 
+# Names whose meaning is universal in PyTorch code, for snippets and notebooks that use them without
+# the import in view (star imports, an import in another cell that did not parse).
+_CONVENTIONAL = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+
+
 class ImportMap:
     """Local name -> fully qualified name, from every import in the module (flow-insensitive)."""
 
@@ -61,7 +66,7 @@ class ImportMap:
         if path is None:
             return None
         head, _, rest = path.partition(".")
-        full = self.names.get(head)
+        full = self.names.get(head, _CONVENTIONAL.get(head))
         if full is None:
             return None
         return f"{full}.{rest}" if rest else full

@@ -67,7 +67,7 @@ _LOSS_CLASSES = {
     "MultiLabelSoftMarginLoss", "SoftMarginLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
     "MultiMarginLoss", "MultiLabelMarginLoss",
 }
-_WRAPPERS = {"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel", "fully_shard"}
+_WRAPPERS = {"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel", "fully_shard", "DDP", "FSDP"}
 _OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "torch_optimizer.")
 _OPTIMIZER_FACTORIES = {"create_optimizer_v2", "create_optimizer"}
 _HF_SCHEDULE = re.compile(r"^get_(\w+_)?schedule(_with_warmup)?$|^get_scheduler$")
@@ -102,7 +102,7 @@ def params_owner(node: Optional[cst.CSTNode]) -> Optional[str]:
 def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
     """The role of the object a call constructs, judged by what the callee resolves to."""
     qualified = imports.qualify(call.func) or ""
-    last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    last = (qualified or dotted(call.func) or "").rsplit(".", 1)[-1]
     if not last:
         return None
     resolved = bool(qualified)

@@ -5,6 +5,7 @@ tree: one pass, shared by all of them.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -38,6 +39,7 @@ class CallSite:
 
 
 _OPT_HINT = ("optim", "opt")
+_TRAINING_ROUTINE = re.compile(r"^(train|fit)(_one)?(_epoch|_step|_loop)?$")
 
 
 class SiteIndex:
@@ -124,8 +126,11 @@ class SiteIndex:
         return found
 
     def is_training_step(self, site: CallSite) -> bool:
-        """backward() or an optimizer step: what makes a loop a training loop."""
-        if site.name in ("backward", "manual_backward"):
+        """backward() or an optimizer step (or a call of a training routine defined elsewhere,
+        such as an imported train_one_epoch): what makes a loop a training loop."""
+        if site.name in ("backward", "manual_backward") or "backward" in site.name:
+            return True
+        if _TRAINING_ROUTINE.match(site.name) and self.local_callee(site) is None:
             return True
         if site.name == "step":
             receiver = (site.receiver or "").rsplit(".", 1)[-1].lower()

@@ -1,6 +1,7 @@
 """Mixed precision: TL401 float16 autocast with no GradScaler."""
 from __future__ import annotations
 
+import re
 from typing import Iterable, Optional
 
 import libcst as cst
@@ -9,6 +10,9 @@ from ..calls import arg, literal_str
 from ..names import dotted
 from ..roles import SCALER
 from . import Context, Match
+
+
+_SCALED_BACKWARD = re.compile(r"scaler\w*\.scale\(", re.IGNORECASE)
 
 
 def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
@@ -30,6 +34,8 @@ def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
 def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
     if any(role.kind == SCALER for role in ctx.model.roles.roles.values()) or "GradScaler" in ctx.model.source:
         return
+    if _SCALED_BACKWARD.search(ctx.model.source):
+        return  # scaler.scale(loss).backward(): a scaler made elsewhere is in use
     if not any(site.name in ("backward", "manual_backward") for site in ctx.sites.sites):
         return
     for site in ctx.sites.sites:
