@@ -16,11 +16,12 @@ _RANK_CHECK = re.compile(
     re.IGNORECASE,
 )
 _COUNTER = re.compile(r"epoch|step|iter|batch|count|idx|index|len|size|loss", re.IGNORECASE)
-_DISTRIBUTED = re.compile(r"init_process_group|DistributedDataParallel|FullyShardedDataParallel|fully_shard|\bDDP\(|\bFSDP\(")
+_DISTRIBUTED_CALLS = {"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard", "DDP", "FSDP"}
 
 
 def _is_distributed(ctx: Context) -> bool:
-    return bool(_DISTRIBUTED.search(ctx.model.source))
+    """The script initialises a process group or wraps a model in DDP/FSDP (calls, not text)."""
+    return any(site.name in _DISTRIBUTED_CALLS for site in ctx.sites.sites)
 
 
 def _wrapper_of(ctx: Context, path: Optional[str]) -> Optional[str]:
@@ -107,7 +108,7 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
 
 
 def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
-    if not _is_distributed(ctx) or "DistributedSampler" in ctx.model.source:
+    if not _is_distributed(ctx) or any(site.name == "DistributedSampler" for site in ctx.sites.sites):
         return
     prepared = {dotted(a.value) for s in ctx.sites.sites if s.name == "prepare" for a in s.call.args}
     training_loaders = _training_loaders(ctx)

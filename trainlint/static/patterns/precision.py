@@ -12,7 +12,7 @@ from ..roles import SCALER
 from . import Context, Match
 
 
-_SCALED_BACKWARD = re.compile(r"scaler\w*\.scale\(", re.IGNORECASE)
+_SCALER = re.compile(r"scaler", re.IGNORECASE)
 
 
 def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
@@ -32,10 +32,11 @@ def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
 
 
 def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
-    if any(role.kind == SCALER for role in ctx.model.roles.roles.values()) or "GradScaler" in ctx.model.source:
+    if any(role.kind == SCALER for role in ctx.model.roles.roles.values()):
         return
-    if _SCALED_BACKWARD.search(ctx.model.source):
-        return  # scaler.scale(loss).backward(): a scaler made elsewhere is in use
+    if any(site.name in ("GradScaler", "ShardedGradScaler") or (site.name == "scale" and _SCALER.search(site.receiver or ""))
+           for site in ctx.sites.sites):
+        return  # a scaler is made or used (scaler.scale(loss)), perhaps built elsewhere
     if not any(site.name in ("backward", "manual_backward") for site in ctx.sites.sites):
         return
     for site in ctx.sites.sites:
