@@ -131,7 +131,8 @@ class SiteIndex:
         if site.name in ("backward", "manual_backward") or "backward" in site.name:
             return True
         if _TRAINING_ROUTINE.match(site.name) and self.local_callee(site) is None:
-            return True
+            # ``model.train()`` is a mode switch, not a training routine.
+            return not (site.name == "train" and isinstance(site.call.func, cst.Attribute))
         if site.name == "step":
             receiver = (site.receiver or "").rsplit(".", 1)[-1].lower()
             role = self.model.roles.get(site.receiver)
