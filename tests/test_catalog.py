@@ -51,3 +51,14 @@ def test_selectors():
     rule = CATALOG["TL101"]
     assert matches(rule, "TL101") and matches(rule, "TL1") and matches(rule, "clip-after-step")
     assert matches(rule, "ALL") and not matches(rule, "TL2")
+
+
+def test_rules_index_is_up_to_date():
+    from pathlib import Path
+
+    from trainlint.cli import render_index
+
+    index = Path(__file__).resolve().parents[1] / "rules" / "README.md"
+    assert index.read_text(encoding="utf-8") == render_index(list(CATALOG.values())), (
+        "rules/README.md is stale: run `trainlint rules --format markdown > rules/README.md`"
+    )
