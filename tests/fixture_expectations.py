@@ -24,5 +24,8 @@ def expected_findings(source: str) -> Set[Tuple[int, str]]:
     return expected
 
 
+AUTOFIX = FIXTURES / "autofix"  # before/after pairs for --fix, checked by test_autofix.py
+
+
 def fixture_files() -> List[Path]:
-    return sorted(p for p in FIXTURES.rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted(p for p in FIXTURES.rglob("*.py") if "__pycache__" not in p.parts and AUTOFIX not in p.parents)

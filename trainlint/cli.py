@@ -13,7 +13,7 @@ import click
 from . import __version__
 from .catalog import Rule, get_rule, load_catalog, unknown_selectors
 from .config import ConfigError, effective_rules, find_config, load_config, split_selectors
-from .engine import Settings, check_paths, default_jobs
+from .engine import Settings, check_paths, default_jobs, fix_paths
 from .reporters import FORMATS
 from .reporters.text import render_errors, summary
 
@@ -68,12 +68,23 @@ def _settings(
 @click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Parallel processes (default: number of cores).")
 @click.option("--no-respect-gitignore", is_flag=True, help="Also check files that .gitignore excludes.")
-def check(paths, select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs, no_respect_gitignore) -> None:
+@click.option("--fix", is_flag=True, help="Apply the autofixes (TL101 TL102 TL103 TL201 TL301 TL803 TL804) in place.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the autofixes as a unified diff; write nothing.")
+def check(paths, select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs,
+          no_respect_gitignore, fix, show_diff) -> None:
     """Check PATHS (files, directories, notebooks) for training bugs."""
     settings = _settings(
         paths, config_file, select, ignore,
         cache=not no_cache, jobs=jobs or default_jobs(), respect_gitignore=not no_respect_gitignore,
     )
+    if fix or show_diff:
+        changes = fix_paths(paths, settings, write=fix)
+        if show_diff:
+            click.echo("".join(change.diff for change in changes), nl=False)
+            click.echo(f"{len(changes)} file{'s' if len(changes) != 1 else ''} would be fixed.", err=True)
+            sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
+        for change in changes:
+            click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)
     report = check_paths(paths, settings)
     color = output_format == "text" and not output_file and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     rendered = FORMATS[output_format](report, color)

@@ -147,3 +147,50 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
 
 def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    rules: Tuple[str, ...]
+    diff: str
+
+
+def fix_paths(paths: Iterable[str], settings: Settings, write: bool) -> List[Change]:
+    """Autofix every Python file (notebooks are not rewritten); with ``write``, save the result in
+    the file's own encoding and line endings. Files that cannot be read are left to the check."""
+    import difflib
+
+    from .fix import fix_source
+
+    files, _ = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
+    changes = []
+    for path in files:
+        if path.suffix != ".py":
+            continue
+        try:
+            data = read_bytes(path)
+            text = decode_source(data)
+            fixed, rules = fix_source(text, rules_for(path, settings))
+        except (SourceError, AnalysisError, RecursionError):
+            continue
+        if fixed == text:
+            continue
+        shown = display_path(path)
+        diff = "".join(difflib.unified_diff(
+            text.splitlines(keepends=True), fixed.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"))
+        if write:
+            path.write_bytes(fixed.encode(_encoding_of(data)))
+        changes.append(Change(shown, tuple(rules), diff))
+    return changes
+
+
+def _encoding_of(data: bytes) -> str:
+    import io
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        return "utf-8"
+    return encoding

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
@@ -110,12 +111,29 @@ def _plain_position(line: int) -> str:
     return f"line {line}"
 
 
+@dataclass(frozen=True)
+class Result:
+    """One finding, with what an autofix needs to know about the statements it names."""
+
+    rule: str
+    span: Span
+    message: str
+    related: Tuple[Tuple[str, Span, Event], ...] = ()  # (role, span, event) of the other statements
+    event: Optional[Event] = None  # the reported event (flow rules)
+
+
 def analyze(
     source: str, rules: AbstractSet[str], position: Callable[[int], str] = _plain_position
 ) -> List[Tuple[str, Span, str]]:
     """(rule id, span, message) for each finding of the selected rules, sorted by position.
 
     ``position`` says how messages refer to other lines (notebooks name the cell)."""
+    return [(r.rule, r.span, r.message) for r in analyze_results(source, rules, position)]
+
+
+def analyze_results(
+    source: str, rules: AbstractSet[str], position: Callable[[int], str] = _plain_position
+) -> List[Result]:
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
     if not known or not could_fire(source, known):
         check_syntax(source)
@@ -146,15 +164,17 @@ def analyze(
     def line_of_node(node: cst.CSTNode) -> Optional[str]:
         return position(positions[node].start.line) if node in positions else None
 
+    candidates = [
+        (v.rule, v.at.site, lambda v=v: checker.render(v, line_of), v.related, v.at) for v in violations
+    ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None) for m in matches]
     results = []
     seen = set()
-    for rule, node, render in [(v.rule, v.at.site, lambda v=v: checker.render(v, line_of)) for v in violations] + [
-        (m.rule, m.node, lambda m=m: m.render(line_of_node)) for m in matches
-    ]:
+    for rule, node, render, related, event in candidates:
         span = spans.get(id(node))
         if span is None or (rule, span) in seen:
             continue  # one statement reached through several callers is one finding
         seen.add((rule, span))
-        results.append((rule, span, render()))
-    results.sort(key=lambda r: (r[1], r[0]))
+        others = tuple((role, spans[id(ev.site)], ev) for role, ev in related if id(ev.site) in spans)
+        results.append(Result(rule, span, render(), others, event))
+    results.sort(key=lambda r: (r.span, r.rule))
     return results
