@@ -79,7 +79,7 @@ def find_violations(model: ModuleModel) -> List[Violation]:
     called = model.called_names()
     uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
     for fn in uncalled + model.all_functions:
-        if id(fn.node) not in interpreter.reached:
+        if id(fn.node) not in interpreter.reached and interpreter.eventful(fn):
             interpreter.run(fn.body, Frame(fn, cls=fn.cls), history_known=True)
     return interpreter.confirmed()
 

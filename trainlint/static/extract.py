@@ -20,6 +20,7 @@ from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SC
 
 _OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
 _SCHED_NAME = re.compile(r"scheduler|(^|_)sched($|_)", re.IGNORECASE)
+_BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)  # forward_backward_step, fwd_bwd_fn
 _PIPELINE_NAME = re.compile(r"(^|_)pp_|pipeline|pp_schedule", re.IGNORECASE)
 _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 _ENGINE_NAME = re.compile(r"accelerator|engine", re.IGNORECASE)
@@ -107,7 +108,7 @@ class Extractor:
             return self._event(call, kind=EventKind.CLIP)
         if qualified == "torch.autograd.backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
-        if "backward" in name and name != "backward":
+        if _BACKWARD_NAME.search(name) and name != "backward":
             return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
         if name.endswith("zero_grad"):
             return self._event(call, kind=EventKind.ZERO_GRAD)  # a helper such as zero_grad(params)
@@ -126,7 +127,7 @@ class Extractor:
             if call.args and call.args[0].keyword is None and _last(receiver) in ("fabric", "self"):
                 return self._backward(call, call.args[0].value, frame)
             return self._backward(call, receiver_node, frame)
-        if "backward" in method and method not in _ENGINE_METHODS:
+        if _BACKWARD_NAME.search(method) and method not in _ENGINE_METHODS:
             # forward_backward_step() and the like, defined elsewhere: a backward pass happens.
             return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
         if method == "manual_backward" and call.args:

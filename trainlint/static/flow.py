@@ -62,12 +62,16 @@ def _walk_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
 
 
 # Calls that can be events; anything else is relevant only if it reaches a local function.
+# Ambiguous names are also ordinary methods elsewhere (dict.update, env.step, builtin eval).
+_AMBIGUOUS = frozenset({"step", "update", "train", "eval", "iter", "zero_", "set_epoch", "unscale_", "no_sync",
+                        "accumulate", "set_requires_gradient_sync"})
 _EVENT_NAMES = frozenset({
     "backward", "manual_backward", "zero_grad", "step", "unscale_", "update", "set_epoch", "iter",
     "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients",
     "train", "eval", "no_sync", "accumulate", "set_requires_gradient_sync", "zero_",
 })
 
+_BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)
 _JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
@@ -84,13 +88,65 @@ class Interpreter:
         self._cond_names: Dict[str, FrozenSet[str]] = {}
         self._calls: Dict[int, List[cst.Call]] = {}
         self._relevance: Dict[int, bool] = {}
-        local = {fn.name for fn in model.all_functions}
+        self._cond_keys: Dict[int, Tuple[str, bool]] = {}
+        self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
         wrapped = {path.rsplit(".", 1)[-1] for path, role in model.roles.roles.items() if role.kind == "wrapped_model"}
         # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
-        self._interesting = _EVENT_NAMES | local | wrapped | aliases
+        self._event_names = _EVENT_NAMES | wrapped | aliases
+        self._eventful = self._eventful_functions()
+
         self._sync_managed = _manages_sync(model)
-        self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
+
+    def _is_event_name(self, name: str) -> bool:
+        return name in self._event_names or _BACKWARD_NAME.search(name) is not None or name.endswith("zero_grad")
+
+    def _may_event(self, call: cst.Call, fn: Optional[Function]) -> bool:
+        """Could this call be an event, in some calling context? Names shared with ordinary
+        methods (``dict.update``, ``self.step``) count only if the extractor recognises the call
+        here, or if its receiver is a parameter (whose role the caller decides)."""
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if not self._is_event_name(name):
+            return False
+        if name not in _AMBIGUOUS:
+            return True
+        if self.extractor.call_event(call, Frame(fn, cls=fn.cls if fn else None)) is not None:
+            return True
+        receiver = dotted(func.value) if isinstance(func, cst.Attribute) else None
+        return fn is not None and receiver is not None and receiver.split(".", 1)[0] in fn.params
+
+    def _eventful_functions(self) -> Set[int]:
+        """Functions that can produce an event, directly or through the local functions they call.
+        Library code is mostly functions without any: those are neither explored nor inlined."""
+        direct: Set[int] = set()
+        calls: Dict[int, Set[str]] = {}
+        for fn in self.model.all_functions:
+            names: Set[str] = set()
+            for node in walk(fn.node):
+                if isinstance(node, cst.Call):
+                    if self._may_event(node, fn):
+                        direct.add(id(fn.node))
+                        break
+                    func = node.func
+                    names.add(func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "")
+                elif (isinstance(node, cst.Assign) and _clears_grad(node)) or (isinstance(node, cst.For) and self._loaders_matter):
+                    direct.add(id(fn.node))
+                    break
+            calls[id(fn.node)] = names
+        eventful = set(direct)
+        changed = True
+        while changed:
+            names = {fn.name for fn in self.model.all_functions if id(fn.node) in eventful}
+            changed = False
+            for fn in self.model.all_functions:
+                if id(fn.node) not in eventful and calls.get(id(fn.node), set()) & names:
+                    eventful.add(id(fn.node))
+                    changed = True
+        return eventful
+
+    def eventful(self, fn: Function) -> bool:
+        return id(fn.node) in self._eventful
 
     def calls(self, node: cst.CSTNode) -> List[cst.Call]:
         cached = self._calls.get(id(node))
@@ -98,17 +154,16 @@ class Interpreter:
             cached = self._calls[id(node)] = list(_walk_calls(node))
         return cached
 
-    def relevant(self, node: cst.CSTNode) -> bool:
+    def relevant(self, node: cst.CSTNode, frame: Frame) -> bool:
         """Can this statement change a path's events or end it? Irrelevant statements are skipped."""
         cached = self._relevance.get(id(node))
         if cached is None:
             cached = False
+            fn = frame.function
             for sub in walk(node):
                 if isinstance(sub, cst.Call):
-                    func = sub.func
-                    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-                    if name in self._interesting or "backward" in name or name.endswith("zero_grad"):
-                        cached = True
+                    callee = self._local_callee(sub, frame)
+                    cached = self.eventful(callee) if callee is not None else self._may_event(sub, fn)
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
                 elif isinstance(sub, cst.Assign) and _clears_grad(sub):
@@ -157,7 +212,7 @@ class Interpreter:
         for stmt in body:
             if not current:
                 break
-            if not self.relevant(stmt):
+            if not self.relevant(stmt, frame):
                 continue
             result = self.stmt(stmt, current, frame)
             outcome.breaks += result.breaks
@@ -253,7 +308,7 @@ class Interpreter:
             orelse = block(stmt.orelse.body)
         k = self._boundary(stmt.test, frame)
         true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
-        only_true = k is None and not orelse and self._mentions(stmt.body, "set_epoch(")
+        only_true = k is None and not orelse and self._calls_named(stmt.body, "set_epoch")
         true_states, false_states = [], []
         for state in states:
             assumed = dict(state.assume).get(key)
@@ -270,6 +325,12 @@ class Interpreter:
         return merged
 
     def _cond_key(self, test: cst.BaseExpression) -> Tuple[str, bool]:
+        cached = self._cond_keys.get(id(test))
+        if cached is None:
+            cached = self._cond_keys[id(test)] = self._compute_cond_key(test)
+        return cached
+
+    def _compute_cond_key(self, test: cst.BaseExpression) -> Tuple[str, bool]:
         polarity = True
         while True:
             if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
@@ -326,7 +387,7 @@ class Interpreter:
         return k if negative else None
 
     def _micro_loop(self, stmt: cst.CSTNode, frame: Frame) -> Optional[str]:
-        if not isinstance(stmt, (cst.For, cst.While)) or not self._mentions(stmt.body, "backward("):
+        if not isinstance(stmt, (cst.For, cst.While)) or not self._calls_named(stmt.body, "backward"):
             return None
         kinds = {getattr(self.extractor.call_event(call, frame), "kind", None) for call in self.calls(stmt.body)}
         if EventKind.BACKWARD not in kinds or EventKind.OPTIMIZER_STEP in kinds:
@@ -335,8 +396,9 @@ class Interpreter:
             return " ".join(self.model.module.code_for_node(stmt.iter.args[-1].value).split())
         return "the number of micro-steps"
 
-    def _mentions(self, node: cst.CSTNode, text: str) -> bool:
-        return text in self.model.module.code_for_node(node)
+    def _calls_named(self, node: cst.CSTNode, name: str) -> bool:
+        return any(_last_name(call.func) == name or (isinstance(call.func, cst.Attribute) and call.func.attr.value == name)
+                   for call in self.calls(node))
 
     # ----------------------------------------------------------------- loops
     def _loop(self, stmt, states: List[PathState], frame: Frame) -> Outcome:
@@ -425,7 +487,7 @@ class Interpreter:
         return None
 
     def _inline(self, callee: Function, call: cst.Call, states: List[PathState], frame: Frame) -> List[PathState]:
-        if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
+        if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH or not self.eventful(callee):
             return states
         self.reached.add(id(callee.node))
         subst = self._bind(callee, call, frame)

@@ -51,6 +51,16 @@ class SiteIndex:
         self._functions = {id(fn.node): fn for fn in model.all_functions}
         self._visit(model.module.body, None, (), (), ())
         self._trains: Dict[int, bool] = {}
+        # Indexes built once: rules ask these questions per site, which would otherwise be quadratic.
+        self._by_function: Dict[int, List[CallSite]] = {}
+        self._by_name: Dict[str, List[CallSite]] = {}
+        self.function_of_loop: Dict[int, Optional[Function]] = {}
+        for site in self.sites:
+            self._by_function.setdefault(id(site.function), []).append(site)
+            self._by_name.setdefault(site.name, []).append(site)
+            for loop in site.loops:
+                self.function_of_loop.setdefault(id(loop), site.function)
+        self._training_loops: Optional[List[cst.CSTNode]] = None
 
     # ----------------------------------------------------------------- indexing
     def _visit(self, body: Sequence[cst.CSTNode], fn, loops, tests, withs) -> None:
@@ -112,12 +122,12 @@ class SiteIndex:
 
     # ----------------------------------------------------------------- queries
     def in_function(self, fn: Optional[Function]) -> List[CallSite]:
-        return [s for s in self.sites if s.function is fn]
+        return self._by_function.get(id(fn), [])
 
     def calls_of(self, fn: Function) -> List[CallSite]:
         """Call sites of a local function or method (by name; ``self.name(...)`` for methods)."""
         found = []
-        for site in self.sites:
+        for site in self._by_name.get(fn.name, []):
             func = site.call.func
             if isinstance(func, cst.Name) and func.value == fn.name and fn.cls is None:
                 found.append(site)
@@ -169,19 +179,21 @@ class SiteIndex:
         return None
 
     def training_loops(self) -> List[cst.CSTNode]:
-        loops = []
-        seen = set()
-        for site in self.sites:
-            if self.is_training_step(site) or self._calls_training(site, 0):
-                for loop in site.loops:
-                    if id(loop) not in seen:
-                        seen.add(id(loop))
-                        loops.append(loop)
-        return loops
+        if self._training_loops is None:
+            loops: Dict[int, cst.CSTNode] = {}
+            for site in self.sites:
+                if site.loops and (self.is_training_step(site) or self._calls_training(site, 0)):
+                    for loop in site.loops:
+                        loops.setdefault(id(loop), loop)
+            self._training_loops = list(loops.values())
+        return self._training_loops
+
+    def _training_ids(self) -> set:
+        return {id(loop) for loop in self.training_loops()}
 
     def in_training_loop(self, site: CallSite, depth: int = 0) -> bool:
         """Inside a training loop, directly or through the local function it is in."""
-        loops = {id(loop) for loop in self.training_loops()}
+        loops = self._training_ids()
         if any(id(loop) in loops for loop in site.loops):
             return True
         if site.function is None or depth > 3:

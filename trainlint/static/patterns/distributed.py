@@ -132,7 +132,7 @@ def _training_loaders(ctx: Context) -> set:
     for loop in ctx.sites.training_loops():
         if not isinstance(loop, cst.For):
             continue
-        fn = next((s.function for s in ctx.sites.sites if loop in s.loops), None)
+        fn = ctx.sites.function_of_loop.get(id(loop))
         for node in walk(loop.iter):
             path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
             if not path:

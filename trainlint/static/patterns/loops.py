@@ -65,11 +65,11 @@ def _steps(ctx: Context, node: cst.CSTNode) -> bool:
 def _steps_after(ctx: Context, loop: cst.For) -> bool:
     """An optimizer step right after the loop (flushing the remainder)."""
     for site in ctx.sites.sites:
-        if loop in site.loops:
+        if any(l is loop for l in site.loops):
             continue
         if ctx.sites.statement_order.get(id(site.statement), -1) > ctx.sites.statement_order.get(id(loop), -1):
             if site.name == "step" and _steps(ctx, site.call):
-                same_fn = next((s.function for s in ctx.sites.sites if loop in s.loops), None)
+                same_fn = ctx.sites.function_of_loop.get(id(loop))
                 if site.function is same_fn:
                     return True
     return False
