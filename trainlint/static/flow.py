@@ -37,6 +37,15 @@ _BOUNDARY_NAME = re.compile(r"accum|sync_gradients|gradient_accumulation", re.IG
 class PathState:
     checks: checker.State
     assume: FrozenSet[Tuple[str, bool]] = frozenset()
+    # States are hashed over and over when paths merge; hashing nested frozen dataclasses is deep,
+    # so the hash is computed once.
+    _hash: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.checks, self.assume)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass
@@ -89,6 +98,7 @@ class Interpreter:
         self._calls: Dict[int, List[cst.Call]] = {}
         self._relevance: Dict[int, bool] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
+        self._condition_counts: Optional[Dict[str, int]] = None
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
         wrapped = {path.rsplit(".", 1)[-1] for path, role in model.roles.roles.items() if role.kind == "wrapped_model"}
         # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
@@ -309,20 +319,33 @@ class Interpreter:
         k = self._boundary(stmt.test, frame)
         true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
         only_true = k is None and not orelse and self._calls_named(stmt.body, "set_epoch")
+        # Only a condition tested again later is worth remembering: others would multiply paths.
+        remember = self._repeated_conditions().get(key, 0) > 1
         true_states, false_states = [], []
         for state in states:
             assumed = dict(state.assume).get(key)
             if assumed is None or assumed == polarity:
-                true_states.append(replace(state, assume=state.assume | {(key, polarity)}))
+                true_states.append(replace(state, assume=state.assume | {(key, polarity)}) if remember else state)
             if only_true:
                 continue  # guards of set_epoch (``if distributed:``) hold where a sampler exists
             if assumed is None or assumed != polarity:
-                false_states.append(replace(state, assume=state.assume | {(key, not polarity)}))
+                false_states.append(replace(state, assume=state.assume | {(key, not polarity)}) if remember else state)
         taken = self.block(body, true_states, true_frame)
         other = self.block(orelse, false_states, frame) if orelse else Outcome(normal=false_states)
         merged = _merge(taken, other, None)
         merged.normal = _unique(taken.normal + other.normal)
         return merged
+
+    def _repeated_conditions(self) -> Dict[str, int]:
+        """How many ``if`` statements of the module test each condition (computed once)."""
+        if self._condition_counts is None:
+            counts: Dict[str, int] = {}
+            for node in walk(self.model.module):
+                if isinstance(node, cst.If):
+                    key = self._cond_key(node.test)[0]
+                    counts[key] = counts.get(key, 0) + 1
+            self._condition_counts = counts
+        return self._condition_counts
 
     def _cond_key(self, test: cst.BaseExpression) -> Tuple[str, bool]:
         cached = self._cond_keys.get(id(test))
