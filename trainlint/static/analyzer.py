@@ -73,8 +73,8 @@ def check_syntax(source: str) -> None:
         parse(source)
 
 
-def find_violations(model: ModuleModel) -> List[Violation]:
-    interpreter = Interpreter(model, Extractor(model))
+def find_violations(model: ModuleModel, sites: SiteIndex) -> List[Violation]:
+    interpreter = Interpreter(model, Extractor(model), sites)
     interpreter.run(model.module.body, Frame(None), history_known=True)
     called = model.called_names()
     uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
@@ -84,12 +84,12 @@ def find_violations(model: ModuleModel) -> List[Violation]:
     return interpreter.confirmed()
 
 
-def find_matches(model: ModuleModel, rules: AbstractSet[str], source: str) -> List[Match]:
+def find_matches(model: ModuleModel, sites: SiteIndex, rules: AbstractSet[str], source: str) -> List[Match]:
     catalog = load_catalog()
     wanted = [rule for rule in sorted(rules & PATTERN_RULES.keys()) if could_fire(source, {rule}) or rule not in catalog]
     if not wanted:
         return []
-    context = Context(model, SiteIndex(model))
+    context = Context(model, sites)
     return [match for rule in wanted for match in PATTERN_RULES[rule](context)]
 
 
@@ -141,10 +141,11 @@ def analyze_results(
     module = parse(source)
     try:
         model = ModuleModel(module, source)
+        sites = SiteIndex(model)
         violations = []
         if known & FLOW_RULES and could_fire(source, known & FLOW_RULES):
-            violations = [v for v in find_violations(model) if v.rule in known]
-        matches = find_matches(model, known, source)
+            violations = [v for v in find_violations(model, sites) if v.rule in known]
+        matches = find_matches(model, sites, known, source)
     except RecursionError:
         raise AnalysisError("nesting too deep to analyze") from None
     if not violations and not matches:

@@ -25,6 +25,7 @@ from ..events import Event, EventKind
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from .names import dotted
+from .sites import SiteIndex
 from .walk import children, walk
 
 MAX_CALL_DEPTH = 4
@@ -81,13 +82,15 @@ _EVENT_NAMES = frozenset({
 })
 
 _BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)
+_GRAD_NONE = re.compile(r"\.grad\s*=\s*None")
 _JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
 class Interpreter:
-    def __init__(self, model: ModuleModel, extractor: Extractor) -> None:
+    def __init__(self, model: ModuleModel, extractor: Extractor, sites: SiteIndex) -> None:
         self.model = model
         self.extractor = extractor
+        self.sites = sites
         self.violations: Dict[Violation, None] = {}
         self._counter: Set[Tuple[str, Event]] = set()  # (rule, event) where a must violation failed
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
@@ -128,22 +131,25 @@ class Interpreter:
 
     def _eventful_functions(self) -> Set[int]:
         """Functions that can produce an event, directly or through the local functions they call.
-        Library code is mostly functions without any: those are neither explored nor inlined."""
+        Library code is mostly functions without any: those are neither explored nor inlined.
+        Read off the shared call-site index (one walk of the module for every rule)."""
         direct: Set[int] = set()
         calls: Dict[int, Set[str]] = {}
+        for site in self.sites.sites:
+            fn = site.function
+            if fn is None or id(fn.node) in direct:
+                continue
+            if self._may_event(site.call, fn):
+                direct.add(id(fn.node))
+            else:
+                calls.setdefault(id(fn.node), set()).add(site.name)
         for fn in self.model.all_functions:
-            names: Set[str] = set()
-            for node in walk(fn.node):
-                if isinstance(node, cst.Call):
-                    if self._may_event(node, fn):
-                        direct.add(id(fn.node))
-                        break
-                    func = node.func
-                    names.add(func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else "")
-                elif (isinstance(node, cst.Assign) and _clears_grad(node)) or (isinstance(node, cst.For) and self._loaders_matter):
+            if id(fn.node) not in direct and (self._loaders_matter or _GRAD_NONE.search(self.model.source)):
+                if any(
+                    (isinstance(node, cst.Assign) and _clears_grad(node)) or (isinstance(node, cst.For) and self._loaders_matter)
+                    for node in walk(fn.node)
+                ):
                     direct.add(id(fn.node))
-                    break
-            calls[id(fn.node)] = names
         eventful = set(direct)
         changed = True
         while changed:
@@ -337,13 +343,17 @@ class Interpreter:
         return merged
 
     def _repeated_conditions(self) -> Dict[str, int]:
-        """How many ``if`` statements of the module test each condition (computed once)."""
+        """How many ``if`` statements of the explored code (module body and functions that can
+        produce events) test each condition; computed once."""
         if self._condition_counts is None:
             counts: Dict[str, int] = {}
-            for node in walk(self.model.module):
-                if isinstance(node, cst.If):
-                    key = self._cond_key(node.test)[0]
-                    counts[key] = counts.get(key, 0) + 1
+            scopes = [stmt for stmt in self.model.module.body if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))]
+            scopes += [fn.node for fn in self.model.all_functions if self.eventful(fn)]
+            for scope in scopes:
+                for node in walk(scope):
+                    if isinstance(node, cst.If):
+                        key = self._cond_key(node.test)[0]
+                        counts[key] = counts.get(key, 0) + 1
             self._condition_counts = counts
         return self._condition_counts
 
