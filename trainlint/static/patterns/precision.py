@@ -44,7 +44,11 @@ def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
             continue
         if _autocast_dtype(ctx, site.call) != "float16":
             continue
-        if site.function is not None and not ctx.sites.trains(site.function) and not ctx.sites.in_training_loop(site):
+        # Inside a loop, the loop must train (not a validation/generation loop); outside any loop,
+        # the function must (a train_step).
+        training = ctx.sites.in_training_loop(site) if site.loops else (
+            site.function is not None and ctx.sites.trains(site.function))
+        if not training:
             continue  # autocast for inference only
         yield Match("TL401", site.call, lambda line_of, c=site.call: (
             f"{ctx.label(c)} runs the forward in float16 and gradients are computed with no "
