@@ -81,11 +81,6 @@ def _walk(top: Path, root: Path, exclude: Sequence[str], errors: List[FileError]
                 yield path
 
 
-def read_source(path: Path) -> str:
-    """The file's text, decoded as Python does (BOM, PEP 263 coding cookie, else UTF-8)."""
-    return decode_source(read_bytes(path))
-
-
 def read_bytes(path: Path) -> bytes:
     try:
         size = path.stat().st_size
@@ -101,6 +96,7 @@ def read_bytes(path: Path) -> bytes:
 
 
 def decode_source(data: bytes) -> str:
+    """The file's text, decoded as Python does (BOM, PEP 263 coding cookie, else UTF-8)."""
     if b"\x00" in data:
         raise SourceError("binary file, not Python source")
     try:
