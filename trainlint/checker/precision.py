@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..events import Event, EventKind
 from .base import Invariant, LineOf, Violation, where
@@ -12,7 +12,9 @@ from .base import Invariant, LineOf, Violation, where
 class _ScalerState:
     scaled: Optional[Event] = None  # a scaled backward since the last step
     plain: Optional[Event] = None  # an unscaled backward since the last step
-    not_updated: Optional[Event] = None  # a scaler.step() with no scaler.update() since
+    # scaler.step() calls with no scaler.update() since, one per optimizer: one scaler may step
+    # several optimizers (a GAN) before its single update(), as PyTorch documents.
+    not_updated: Tuple[Event, ...] = ()
 
 
 class ScalerUse(Invariant):
@@ -30,15 +32,16 @@ class ScalerUse(Invariant):
                 return replace(state, scaled=state.scaled or ev), []
             return replace(state, plain=state.plain or ev), []
         if kind is EventKind.SCALER_UPDATE:
-            return replace(state, not_updated=None), []
+            return replace(state, not_updated=()), []
         if kind is EventKind.OPTIMIZER_STEP:
             found = []
             if ev.via_scaler:
                 if state.plain is not None and state.scaled is None:
                     found.append(Violation("TL402", state.plain, (("step", ev),)))
-                if state.not_updated is not None:
-                    found.append(Violation("TL402", state.not_updated, (("again", ev),)))
-                not_updated = ev
+                again = next((e for e in state.not_updated if e.target == ev.target), None)
+                if again is not None:
+                    found.append(Violation("TL402", again, (("again", ev),)))
+                not_updated = tuple(e for e in state.not_updated if e.target != ev.target)[-3:] + (ev,)
             else:
                 if state.scaled is not None:
                     found.append(Violation("TL402", ev, (("backward", state.scaled),)))

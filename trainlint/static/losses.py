@@ -63,7 +63,8 @@ def _reduction(call: cst.Call) -> Optional[str]:
 
 def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, depth: int) -> str:
     func_path = dotted(call.func) or ""
-    last = func_path.rsplit(".", 1)[-1]
+    # ``((pred - y) ** 2).mean()``: the method name counts even when the receiver is no name.
+    last = call.func.attr.value if isinstance(call.func, cst.Attribute) else func_path.rsplit(".", 1)[-1]
     if last in _MEAN_FUNCTIONS:
         reduction = _reduction(call)
         if reduction is None or reduction == "mean":

@@ -130,14 +130,25 @@ class ModuleModel:
             return
         path = dotted(target)
         role = self.role_of_value(value)
-        if role is not None and role.kind == LOADER and role.sampler is None and isinstance(value, cst.Call) and path:
-            # DataLoader(ds, sampler=DistributedSampler(ds)): the sampler is reachable as loader.sampler.
-            inline = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "sampler"), None)
+        constructor = self._constructor_call(value)
+        if role is not None and role.kind == LOADER and role.sampler is None and constructor is not None and path:
+            # DataLoader(ds, sampler=DistributedSampler(ds)), here or returned by a local helper:
+            # the sampler is reachable as loader.sampler.
+            inline = next((a.value for a in constructor.args if a.keyword is not None and a.keyword.value == "sampler"), None)
             sampler_role = classify_constructor(inline, self.imports) if isinstance(inline, cst.Call) else None
             if sampler_role is not None and sampler_role.kind == SAMPLER:
                 self.roles.set(f"{path}.sampler", sampler_role)
                 role = replace(role, sampler=f"{path}.sampler")
         self.roles.set(path, role)
+
+    def _constructor_call(self, value: cst.BaseExpression) -> Optional[cst.Call]:
+        """The call that builds the value: itself, or what a local helper returns."""
+        if not isinstance(value, cst.Call):
+            return None
+        helper = self.functions.get(dotted(value.func) or "")
+        if helper is not None and len(helper.returns) == 1 and isinstance(helper.returns[0], cst.Call):
+            return helper.returns[0]
+        return value
 
     def role_of_value(self, value: cst.BaseExpression, depth: int = 0) -> Optional[Role]:
         if isinstance(value, cst.IfExp):
