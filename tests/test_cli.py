@@ -1,9 +1,17 @@
 """The command line: exit codes, rule selection, output formats, directory walking."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jsonschema
 
 from cli_support import BOTH, CLEAN, CLIP_AFTER_STEP, run, run_json, write
+from trainlint.catalog import load_catalog
+from trainlint.reporters.text import color_enabled
 
 # The documented JSON contract (README, "JSON output").
 JSON_SCHEMA = {
@@ -132,3 +140,140 @@ def test_explain_by_id_and_name():
 def test_explain_unknown_rule():
     result = run("explain", "TL999")
     assert result.exit_code == 2 and "unknown rule" in result.stderr
+
+
+def test_text_report_shape_on_stdout_and_stderr(tmp_path):
+    write(tmp_path, "a.py", CLIP_AFTER_STEP)
+    write(tmp_path, "b.py", "def f(:\n")
+    result = run(tmp_path)
+    assert result.exit_code == 2
+    assert [line.split(": TL")[0] for line in result.stdout.splitlines()] == [f"{(tmp_path / 'a.py').as_posix()}:9:5"]
+    errors, summary = result.stderr.splitlines()
+    assert errors.startswith(f"{(tmp_path / 'b.py').as_posix()}: error: syntax error at line 1")
+    assert summary == "Found 1 finding in 1 file (1 file could not be analyzed)."
+
+
+def test_summary_lines_and_quiet(tmp_path):
+    assert run(write(tmp_path, "clean.py", CLEAN)).stderr == "All checks passed.\n"
+    assert run(write(tmp_path, "train.py", BOTH)).stderr == "Found 2 findings in 1 file.\n"
+    assert run("--quiet", tmp_path / "train.py").stderr == ""
+
+
+def test_paths_are_shown_as_given_or_relative_to_the_working_directory(tmp_path, monkeypatch):
+    write(tmp_path, "pkg/train.py", CLIP_AFTER_STEP)
+    monkeypatch.chdir(tmp_path)
+    assert run("pkg/train.py").stdout.startswith("pkg/train.py:9:5: TL101 ")
+    assert run(tmp_path / "pkg").stdout.startswith("pkg/train.py:9:5: TL101 ")
+
+
+def test_options_may_come_first_and_repeat(tmp_path):
+    path = write(tmp_path, "train.py", BOTH)
+    _, data = run_json("--select", "TL101", "--select", "TL102", path)
+    assert [f["rule"] for f in data["findings"]] == ["TL102", "TL101"]
+    _, data = run_json("--select", "TL1", "--ignore", "TL101", "--ignore", "scheduler-before-step", path)
+    assert data["findings"] == []
+
+
+def test_ignore_by_prefix(tmp_path):
+    result, data = run_json("--ignore", "TL1", write(tmp_path, "train.py", BOTH))
+    assert result.exit_code == 0 and data["findings"] == []
+
+
+def test_unknown_ignore_selector_is_a_usage_error(tmp_path):
+    result = run("--ignore", "TL101,not-a-rule", write(tmp_path, "train.py", CLEAN))
+    assert result.exit_code == 2
+    assert "unknown rule(s): not-a-rule (see" in result.stderr
+
+
+def test_exit_zero_does_not_hide_files_that_could_not_be_analyzed(tmp_path):
+    write(tmp_path, "broken.py", "def f(:\n")
+    assert run("--exit-zero", tmp_path).exit_code == 2
+
+
+def test_bad_option_and_bad_format_are_usage_errors(tmp_path):
+    path = write(tmp_path, "train.py", CLEAN)
+    assert run("--no-such-option", path).exit_code == 2
+    assert run("--format", "xml", path).exit_code == 2
+
+
+def test_json_findings_are_sorted_by_path_line_column_rule(tmp_path):
+    write(tmp_path, "b.py", BOTH)
+    write(tmp_path, "a.py", CLIP_AFTER_STEP)
+    _, data = run_json(tmp_path)
+    keys = [(f["path"], f["line"], f["column"], f["rule"]) for f in data["findings"]]
+    assert keys == sorted(keys) and len(keys) == 3
+    assert list(data) == ["version", "findings", "errors"]
+    assert list(data["findings"][0]) == ["rule", "name", "severity", "path", "line", "column", "end_line", "end_column", "message"]
+
+
+def test_every_skipped_directory_kind(tmp_path):
+    write(tmp_path, "train.py", CLIP_AFTER_STEP)
+    for skipped in (".hg", "__pycache__", "venv", "env", ".tox", ".nox", "dist", "site-packages", ".trainlint_cache"):
+        write(tmp_path, f"{skipped}/x.py", CLIP_AFTER_STEP)
+    _, data = run_json("--no-cache", tmp_path)
+    assert [f["path"].rsplit("/", 1)[-1] for f in data["findings"]] == ["train.py"]
+
+
+def test_an_explicitly_named_file_in_a_skipped_directory_is_checked(tmp_path):
+    path = write(tmp_path, "build/lib/train.py", CLIP_AFTER_STEP)
+    _, data = run_json(path)
+    assert [f["rule"] for f in data["findings"]] == ["TL101"]
+
+
+def test_a_directory_without_python_files_passes_with_a_warning(tmp_path):
+    write(tmp_path, "notes.txt", "no code here\n")
+    result = run(tmp_path)
+    assert result.exit_code == 0
+    assert result.stderr == "warning: no Python files found under the given paths\nAll checks passed.\n"
+
+
+def test_module_entry_point(tmp_path):
+    # PYTHONPATH: the tree under test, whatever an installed copy of trainlint points at.
+    path = write(tmp_path, "train.py", CLIP_AFTER_STEP)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-m", "trainlint", str(path)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout.startswith("train.py:9:5: TL101 [clip-after-step] ")
+
+
+def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
+    class Stream:
+        def __init__(self, tty):
+            self.tty = tty
+
+        def isatty(self):
+            return self.tty
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert color_enabled(Stream(True)) and not color_enabled(Stream(False))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not color_enabled(Stream(True))
+    monkeypatch.setenv("NO_COLOR", "")  # no-color.org: only a non-empty value counts
+    assert color_enabled(Stream(True))
+
+
+def test_rules_table_columns_and_json():
+    table = run("rules").stdout.splitlines()
+    assert table[0].split() == ["id", "name", "severity", "autofix", "runtime", "summary"]
+    tl101 = next(line for line in table if line.startswith("TL101"))
+    assert tl101.split()[:5] == ["TL101", "clip-after-step", "error", "yes", "no"]
+    entries = json.loads(run("rules", "--format", "json").stdout)
+    assert [e["id"] for e in entries] == list(load_catalog())
+    assert set(entries[0]) == {"id", "name", "severity", "summary", "autofix", "runtime_confirmed", "opt_in"}
+
+
+def test_explain_sections_in_order():
+    text = run("explain", "TL101").stdout
+    assert text.startswith("# TL101 clip-after-step (error)\n")
+    sections = ["What it does", "Why this breaks training", "Example", "Use instead", "Fix", "Runtime"]
+    positions = [text.index(f"## {title}\n") for title in sections]
+    assert positions == sorted(positions)
+    bad, good = text.split("## Use instead")
+    assert bad.rindex("optimizer.step()") < bad.rindex("clip_grad_norm_")  # the bad example, then the good one
+    assert good.index("clip_grad_norm_") < good.index("optimizer.step()")
+
+
+def test_explain_suggests_near_misses():
+    for typo, meant in (("TL1O1", "TL101"), ("clip-after-stpe", "TL101"), ("TL10", "TL101"), ("clip", "TL103")):
+        result = run("explain", typo)
+        assert result.exit_code == 2 and meant in result.stderr.split("Did you mean")[1], typo
+    assert "See `trainlint rules`" in run("explain", "zzz").stderr

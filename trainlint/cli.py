@@ -1,27 +1,28 @@
 """Command line: ``trainlint [OPTIONS] PATH...`` checks files; ``rules``, ``explain`` document them."""
 from __future__ import annotations
 
+import difflib
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import click
 
 from . import __version__
 from .catalog import Rule, get_rule, load_catalog, unknown_selectors
-from .config import ConfigError, effective_rules, find_config, load_config, split_selectors
-from .engine import Settings, check_paths, default_jobs, fix_paths
+from .config import ConfigError, configs_for, load_config, resolve_rules, split_selectors
+from .engine import Settings, check_paths, combine, default_jobs, fix_paths
 from .reporters import FORMATS
-from .reporters.text import render_errors, summary
+from .reporters.text import color_enabled, render_errors, summary
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 class DefaultToCheck(click.Group):
-    """``trainlint PATH...`` means ``trainlint check PATH...``."""
+    """``trainlint PATH...`` means ``trainlint check PATH...``: a first argument that names no
+    subcommand goes to ``check`` (subcommands added later, such as ``run``, are routed by name)."""
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
@@ -40,20 +41,23 @@ def main() -> None:
     """
 
 
-def _settings(
+def _plan(
     paths: Sequence[str], config_file: Optional[str], select: Sequence[str], ignore: Sequence[str], **options
-) -> Settings:
-    try:
-        config = load_config(Path(config_file)) if config_file else find_config(Path(paths[0]))
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+) -> List[Tuple[List[str], Settings]]:
+    """The paths to check under each configuration: ``--config`` for all of them, or the config
+    found upward from each path."""
     cli_select, cli_ignore = split_selectors(select), split_selectors(ignore)
     unknown = unknown_selectors(cli_select + cli_ignore)
     if unknown:
         raise click.BadParameter(f"unknown rule(s): {', '.join(unknown)} (see `trainlint rules`)", param_hint="--select/--ignore")
-    # As in ruff: a command-line --select replaces the config's; --ignore adds to it.
-    chosen = cli_select if cli_select else config.select
-    return Settings(rules=effective_rules(chosen, config.ignore + cli_ignore), config=config, **options)
+    try:
+        groups = [(load_config(Path(config_file)), list(paths))] if config_file else configs_for(paths)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    return [
+        (group, Settings(rules=resolve_rules(config, cli_select or None, cli_ignore), config=config, **options))
+        for config, group in groups
+    ]
 
 
 @main.command()
@@ -72,21 +76,28 @@ def _settings(
 @click.option("--diff", "show_diff", is_flag=True, help="Print the autofixes as a unified diff; write nothing.")
 def check(paths, select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs,
           no_respect_gitignore, fix, show_diff) -> None:
-    """Check PATHS (files, directories, notebooks) for training bugs."""
-    settings = _settings(
+    """Check PATHS (files, directories, notebooks) for training bugs.
+
+    Directories are searched for *.py and *.ipynb files, skipping VCS, virtualenv and build
+    directories and what .gitignore excludes. A file named on the command line is checked even
+    there, unless the configuration's `exclude` matches it.
+
+    Exit status: 0 clean, 1 findings, 2 usage error or a file that could not be analyzed.
+    """
+    plan = _plan(
         paths, config_file, select, ignore,
         cache=not no_cache, jobs=jobs or default_jobs(), respect_gitignore=not no_respect_gitignore,
     )
     if fix or show_diff:
-        changes = fix_paths(paths, settings, write=fix)
+        changes = [change for group, settings in plan for change in fix_paths(group, settings, write=fix)]
         if show_diff:
             click.echo("".join(change.diff for change in changes), nl=False)
             click.echo(f"{len(changes)} file{'s' if len(changes) != 1 else ''} would be fixed.", err=True)
             sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
         for change in changes:
             click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)
-    report = check_paths(paths, settings)
-    color = output_format == "text" and not output_file and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    report = combine(check_paths(group, settings) for group, settings in plan)
+    color = output_format == "text" and not output_file and color_enabled(sys.stdout)
     rendered = FORMATS[output_format](report, color)
     if output_file:
         Path(output_file).write_text(rendered, encoding="utf-8")
@@ -95,6 +106,8 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
     if output_format == "text":
         click.echo(render_errors(report), err=True, nl=False)
         if not quiet:
+            if not report.files and not report.errors:
+                click.echo("warning: no Python files found under the given paths", err=True)
             click.echo(summary(report), err=True)
     if report.errors:
         sys.exit(EXIT_ERROR)
@@ -154,10 +167,19 @@ def explain(rule: str) -> None:
     """Show the documentation of RULE (an id such as TL101, or a name such as clip-after-step)."""
     found = get_rule(rule)
     if found is None:
-        near = [r.id for r in load_catalog().values() if rule.lower()[:4] in (r.id.lower() + r.name)]
+        near = suggest(rule)
         hint = f" Did you mean {', '.join(near)}?" if near else " See `trainlint rules`."
         raise click.UsageError(f"unknown rule {rule!r}.{hint}")
     click.echo(render_explanation(found))
+
+
+def suggest(key: str) -> List[str]:
+    """Rules a mistyped id or name probably meant: ids it prefixes, names containing it, and close
+    spellings of either (``TL1O1``, ``clip-after-stpe``)."""
+    key = key.strip().lower()
+    catalog = list(load_catalog().values())
+    close = set(difflib.get_close_matches(key, [r.id.lower() for r in catalog] + [r.name for r in catalog], n=3, cutoff=0.7))
+    return [r.id for r in catalog if key and (r.id.lower().startswith(key) or key in r.name or {r.id.lower(), r.name} & close)]
 
 
 def render_explanation(rule: Rule) -> str:

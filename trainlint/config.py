@@ -5,9 +5,9 @@ import fnmatch
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from .catalog import SEVERITIES, get_rule, load_catalog, matches
+from .catalog import SEVERITIES, Rule, get_rule, load_catalog, matches
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,6 +49,21 @@ def find_config(start: Path) -> Config:
     return Config()
 
 
+def configs_for(paths: Sequence[str]) -> List[Tuple[Config, List[str]]]:
+    """Each path argument with the config found upward from it, paths sharing a config grouped, so
+    ``trainlint projA projB`` checks each project under its own settings."""
+    by_start: Dict[Path, Config] = {}  # pre-commit passes many files from few directories
+    groups: Dict[Optional[Path], Tuple[Config, List[str]]] = {}
+    for name in paths:
+        start = Path(name).resolve()
+        start = start if start.is_dir() else start.parent
+        if start not in by_start:
+            by_start[start] = find_config(start)
+        config = by_start[start]
+        groups.setdefault(config.path, (config, []))[1].append(name)
+    return list(groups.values())
+
+
 def load_config(path: Path) -> Config:
     """An explicitly named config file (pyproject.toml with [tool.trainlint], or a trainlint.toml)."""
     if not path.is_file():
@@ -66,14 +81,15 @@ def _read_table(path: Path) -> Optional[dict]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: [tool] must be a table")
     if path.name == "pyproject.toml":
-        return data.get("tool", {}).get("trainlint")
-    return data.get("tool", {}).get("trainlint", data)
+        return tool.get("trainlint")
+    return tool.get("trainlint", data)  # a trainlint.toml holds the keys at its top level
 
 
 def _string_list(path: Path, key: str, value) -> List[str]:
-    if isinstance(value, str):
-        value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: [tool.trainlint] {key} must be a list of strings")
     return list(value)
@@ -83,38 +99,44 @@ def _selectors(path: Path, key: str, value) -> List[str]:
     selectors = _string_list(path, key, value)
     catalog = load_catalog().values()
     for selector in selectors:
-        if not any(matches(rule, selector) for rule in catalog):
+        # An empty selector would match every rule (every id starts with "").
+        if not selector.strip() or not any(matches(rule, selector) for rule in catalog):
             raise ConfigError(f"{path}: [tool.trainlint] {key}: unknown rule {selector!r}")
     return selectors
 
 
-def _parse(path: Path, table: dict) -> Config:
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.trainlint] must be a table")
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"{path}: [tool.trainlint] unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
-    per_file = table.get("per-file-ignores", {})
-    if not isinstance(per_file, dict):
-        raise ConfigError(f"{path}: [tool.trainlint] per-file-ignores must be a table of glob = [rules]")
-    severities = table.get("severity", {})
-    if not isinstance(severities, dict):
-        raise ConfigError(f"{path}: [tool.trainlint] severity must be a table of rule = severity")
+def _table(path: Path, key: str, value, shape: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: [tool.trainlint] {key} must be a table of {shape}")
+    return value
+
+
+def _severities(path: Path, table: dict) -> Dict[str, str]:
     severity: Dict[str, str] = {}
-    for key, value in severities.items():
+    for key, value in table.items():
         rule = get_rule(key)
         if rule is None:
             raise ConfigError(f"{path}: [tool.trainlint] severity: unknown rule {key!r}")
         if value not in SEVERITIES:
             raise ConfigError(f"{path}: [tool.trainlint] severity.{key} must be one of {', '.join(SEVERITIES)}")
         severity[rule.id] = value
+    return severity
+
+
+def _parse(path: Path, table) -> Config:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.trainlint] must be a table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: [tool.trainlint] unknown key(s) {', '.join(unknown)} (known: {', '.join(KEYS)})")
+    per_file = _table(path, "per-file-ignores", table.get("per-file-ignores", {}), "glob = [rules]")
     return Config(
         path=path,
         select=_selectors(path, "select", table["select"]) if "select" in table else None,
         ignore=_selectors(path, "ignore", table.get("ignore", [])),
         exclude=_string_list(path, "exclude", table.get("exclude", [])),
         per_file_ignores={glob: _selectors(path, f"per-file-ignores.{glob}", v) for glob, v in per_file.items()},
-        severity=severity,
+        severity=_severities(path, _table(path, "severity", table.get("severity", {}), "rule = severity")),
     )
 
 
@@ -123,21 +145,51 @@ def split_selectors(values: Iterable[str]) -> List[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
-def effective_rules(select: Optional[Sequence[str]], ignore: Sequence[str]) -> FrozenSet[str]:
-    """Default: every rule that is not opt-in. ``select`` replaces the default (and can enable
-    opt-in rules); ``ignore`` removes."""
-    catalog = load_catalog().values()
-    if select is None:
-        chosen = {r.id for r in catalog if not r.opt_in}
-    else:
-        chosen = {r.id for r in catalog if any(matches(r, s) for s in select)}
-    return frozenset(r for r in chosen if not any(matches(load_catalog()[r], s) for s in ignore))
+def _specificity(selector: str) -> int:
+    """How narrowly a selector names rules: ALL < TL < TL1 < TL10 < one rule (id or name)."""
+    if selector.strip().upper() == "ALL":
+        return 0
+    return 5 if get_rule(selector.strip()) is not None else len(selector.strip())
+
+
+def _strongest(rule: Rule, selectors: Sequence[str]) -> int:
+    return max((_specificity(s) for s in selectors if matches(rule, s)), default=-1)
+
+
+def _apply(current: FrozenSet[str], select: Optional[Sequence[str]], ignore: Sequence[str]) -> FrozenSet[str]:
+    """One layer of selection, as ruff resolves it: a layer's ``select`` replaces the rule set
+    (and can enable opt-in rules); where a select and an ignore of the layer both match a rule, the
+    more specific one wins, an ignore on a tie (``select TL1`` + ``ignore TL101``, and the reverse)."""
+    chosen = set()
+    for rule in load_catalog().values():
+        ignored = _strongest(rule, ignore)
+        if select is None:
+            keep = rule.id in current and ignored < 0
+        else:
+            keep = _strongest(rule, select) > ignored
+        if keep:
+            chosen.add(rule.id)
+    return frozenset(chosen)
+
+
+def resolve_rules(config: Config, cli_select: Optional[Sequence[str]], cli_ignore: Sequence[str]) -> FrozenSet[str]:
+    """The rules in force: every rule that is not opt-in, then the config's layer, then the command
+    line's. As in ruff, a command-line ``--select`` starts over (the config's select and ignore no
+    longer apply) and ``--ignore`` alone removes rules from what the config chose."""
+    default = frozenset(r.id for r in load_catalog().values() if not r.opt_in)
+    return _apply(_apply(default, config.select, config.ignore), cli_select, cli_ignore)
 
 
 def ignored_for(config: Config, path: Path) -> List[str]:
-    """per-file-ignores selectors that apply to a file (globs relative to the config's directory)."""
+    """per-file-ignores selectors that apply to a file: globs match its path relative to the
+    config's directory, or its file name (so ``"__init__.py"`` means every ``__init__.py``)."""
     try:
         relative = path.resolve().relative_to(config.root.resolve()).as_posix()
     except ValueError:
         relative = path.as_posix()
-    return [s for glob, selectors in config.per_file_ignores.items() if fnmatch.fnmatch(relative, glob) for s in selectors]
+    return [
+        selector
+        for glob, selectors in config.per_file_ignores.items()
+        if fnmatch.fnmatch(relative, glob) or fnmatch.fnmatch(path.name, glob)
+        for selector in selectors
+    ]

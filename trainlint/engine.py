@@ -39,6 +39,18 @@ class Report:
     files: int = 0  # files checked (including those with errors)
 
 
+def combine(reports: Iterable[Report]) -> Report:
+    """One report in the public order: findings by path, (cell,) line, column, rule; errors by path."""
+    total = Report()
+    for report in reports:
+        total.findings.extend(report.findings)
+        total.errors.extend(report.errors)
+        total.files += report.files
+    total.findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.rule))
+    total.errors.sort()
+    return total
+
+
 def display_path(path: Path) -> str:
     """As the user gave it; relative to the working directory when it lies below it."""
     if path.is_absolute():
@@ -57,12 +69,18 @@ def rules_for(path: Path, settings: Settings) -> FrozenSet[str]:
     return frozenset(r for r in settings.rules if not any(matches(catalog[r], s) for s in ignored))
 
 
-def check_source(text: str, path: str, rules: FrozenSet[str], config: Config, position=None) -> List[Finding]:
+def check_source(text: str, path: str, settings: Settings) -> List[Finding]:
+    """Findings for one module's source, with the rules in force for ``path`` (per-file-ignores)."""
+    return _module_findings(text, path, rules_for(Path(path), settings), settings.config)
+
+
+def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config, position=None) -> List[Finding]:
     suppressions = parse_suppressions(text)
-    if suppressions.skip_file or not rules:
+    if suppressions.skip_file:
         return []
     catalog = load_catalog()
     findings = []
+    # With no rules left for the file, analyze still reports a syntax error: the file is not Python.
     results = analyze(text, rules, position) if position else analyze(text, rules)
     for rule_id, (line, column, end_line, end_column), message in results:
         rule = catalog[rule_id]
@@ -73,7 +91,7 @@ def check_source(text: str, path: str, rules: FrozenSet[str], config: Config, po
     return findings
 
 
-def check_notebook(text: str, path: str, rules: FrozenSet[str], config: Config) -> List[Finding]:
+def check_notebook(text: str, path: str, settings: Settings) -> List[Finding]:
     notebook = load_notebook(text)
 
     def position(line: int) -> str:
@@ -81,7 +99,7 @@ def check_notebook(text: str, path: str, rules: FrozenSet[str], config: Config) 
         return f"cell {cell}, line {cell_line}"
 
     findings = []
-    for f in check_source(notebook.source, path, rules, config, position):
+    for f in _module_findings(notebook.source, path, rules_for(Path(path), settings), settings.config, position):
         cell, line = notebook.cell_position(f.line)
         end_cell, end_line = notebook.cell_position(f.end_line)
         end_column = f.end_column if end_cell == cell else f.column + 1
@@ -90,12 +108,11 @@ def check_notebook(text: str, path: str, rules: FrozenSet[str], config: Config) 
 
 
 def _analyze(path: Path, shown: str, data: bytes, settings: Settings) -> Tuple[List[Finding], List[FileError]]:
-    rules = rules_for(path, settings)
     try:
         text = decode_source(data)
         if path.suffix == ".ipynb":
-            return check_notebook(text, shown, rules, settings.config), []
-        return check_source(text, shown, rules, settings.config), []
+            return check_notebook(text, shown, settings), []
+        return check_source(text, shown, settings), []
     except (SourceError, AnalysisError) as exc:
         return [], [FileError(shown, str(exc))]
     except RecursionError:
@@ -128,8 +145,9 @@ def _check_file_star(args: Tuple[Path, Settings]) -> Tuple[List[Finding], List[F
 
 
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:
+    """Every file under ``paths``, each file's failure an error of its own (never an exception)."""
     files, errors = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
-    report = Report(errors=list(errors), files=len(files))
+    report = Report(errors=[replace(e, path=display_path(Path(e.path))) for e in errors], files=len(files))
     if settings.jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
         from concurrent.futures import ProcessPoolExecutor  # only worth importing for many files
 
@@ -140,9 +158,7 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     for findings, file_errors in results:
         report.findings.extend(findings)
         report.errors.extend(file_errors)
-    report.findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.rule))
-    report.errors.sort()
-    return report
+    return combine([report])
 
 
 def default_jobs() -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import fnmatch
 import io
 import os
+import stat
 import subprocess
 import tokenize
 from pathlib import Path
@@ -83,14 +84,15 @@ def _walk(top: Path, root: Path, exclude: Sequence[str], errors: List[FileError]
 
 def read_bytes(path: Path) -> bytes:
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SourceError(f"file too large ({size / 1024 / 1024:.1f} MB > {MAX_BYTES // 1024 // 1024} MB)")
+        info = path.stat()
+        # A FIFO or device named *.py would block or never end; only regular files are read.
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError("not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise SourceError(f"file too large ({info.st_size / 1024 / 1024:.1f} MB > {MAX_BYTES // 1024 // 1024} MB)")
         return path.read_bytes()
     except PermissionError:
         raise SourceError("permission denied") from None
-    except IsADirectoryError:
-        raise SourceError("is a directory") from None
     except OSError as exc:
         raise SourceError(f"cannot read file: {exc.strerror or exc}") from None
 
@@ -106,15 +108,17 @@ def decode_source(data: bytes) -> str:
             raise SourceError(f"invalid encoding declaration: {exc}") from None
         encoding = "utf-8"  # undecodable first lines and no cookie: say where decoding fails
     try:
-        text = data.decode(encoding)
+        # The BOM, if any, is not part of the text: detect_encoding says utf-8-sig for it.
+        return data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise SourceError(
             f"cannot decode as {encoding} (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
             f"declare the encoding with a '# -*- coding: ... -*-' line"
         ) from None
-    except LookupError:
-        raise SourceError(f"unknown encoding {encoding!r} in coding declaration") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    except UnicodeError as exc:  # codecs such as idna fail without a position
+        raise SourceError(f"cannot decode as {encoding}: {exc}") from None
+    except LookupError:  # a codec that exists but is not a text encoding (rot13, hex)
+        raise SourceError(f"coding declaration names {encoding!r}, which is not a text encoding") from None
 
 
 def git_unignored(directory: Path, files: List[Path]) -> List[Path]:

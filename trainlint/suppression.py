@@ -7,9 +7,11 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Set
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[\w\-]+(?:[,\s]+[\w\-]+)*))?", re.IGNORECASE)
-_IGNORE = re.compile(r"#\s*trainlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
-_SKIP_FILE = re.compile(r"^#\s*trainlint:\s*skip-file\s*$", re.IGNORECASE)
+# The trailing look-ahead keeps a marker run into a longer word ("noqa-ish", "ignore-me") from
+# reading as a bare marker that would silence every rule on the line.
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[\w-]+(?:[,\s]+[\w-]+)*))?(?![\w-])", re.IGNORECASE)
+_IGNORE = re.compile(r"#\s*trainlint:\s*ignore(?:\s*\[(?P<codes>[^\]]*)\])?(?![\w-])", re.IGNORECASE)
+_SKIP_FILE = re.compile(r"#\s*trainlint:\s*skip-file", re.IGNORECASE)
 ALL = "*"
 
 
@@ -26,7 +28,7 @@ class Suppressions:
 def _codes(text: Optional[str]) -> Set[str]:
     if not text or not text.strip():
         return {ALL}
-    return {code.strip().upper() for code in re.split(r"[,\s]+", text) if code.strip()}
+    return {code.upper() for code in re.split(r"[,\s]+", text) if code}
 
 
 def parse_suppressions(source: str) -> Suppressions:
@@ -35,22 +37,27 @@ def parse_suppressions(source: str) -> Suppressions:
     lowered = source.lower()
     if "noqa" not in lowered and "trainlint:" not in lowered:
         return result
+    # newline=None: a lone "\r" ends a line for the parser too, so line numbers agree with findings.
+    tokens = tokenize.generate_tokens(io.StringIO(source, newline=None).readline)
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return result  # the parser reports the real problem
-    for token in tokens:
-        if token.type != tokenize.COMMENT:
-            continue
-        text = token.string
-        if _SKIP_FILE.match(text.strip()) and token.line.strip() == text.strip():
-            result.skip_file = True
-            continue
-        codes: Set[str] = set()
-        for pattern in (_NOQA, _IGNORE):
-            match = pattern.search(text)
-            if match:
-                codes |= _codes(match.group("codes"))
-        if codes:
-            result.by_line.setdefault(token.start[0], set()).update(codes)
+        for token in tokens:
+            if token.type == tokenize.COMMENT:
+                _record(token, result)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # the parser reports the real problem; the comments read so far still count
     return result
+
+
+def _record(token: tokenize.TokenInfo, result: Suppressions) -> None:
+    text = token.string.strip()
+    if _SKIP_FILE.fullmatch(text):
+        # Only as a comment on a line of its own, so a trailing mention cannot skip a whole file.
+        result.skip_file = result.skip_file or token.line.strip() == text
+        return
+    codes: Set[str] = set()
+    for pattern in (_NOQA, _IGNORE):
+        match = pattern.search(text)
+        if match:
+            codes |= _codes(match.group("codes"))
+    if codes:
+        result.by_line.setdefault(token.start[0], set()).update(codes)

@@ -1,11 +1,17 @@
 """Human-readable output: ``path:line:col: TL101 [clip-after-step] message``, like ruff."""
 from __future__ import annotations
 
-from typing import List
+import os
+from typing import List, TextIO
 
 from ..engine import Report
 
 _SEVERITY_COLOR = {"error": "31", "warning": "33", "info": "36"}
+
+
+def color_enabled(stream: TextIO) -> bool:
+    """Colour for a terminal only, and never when NO_COLOR is set and non-empty (no-color.org)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")
 
 
 def _paint(text: str, code: str, color: bool) -> str:
@@ -27,7 +33,7 @@ def render_errors(report: Report) -> str:
 
 def summary(report: Report) -> str:
     if not report.findings and not report.errors:
-        return f"All checks passed ({report.files} file{'s' if report.files != 1 else ''} checked)."
+        return "All checks passed."
     files_with = len({f.path for f in report.findings})
     text = f"Found {len(report.findings)} finding{'s' if len(report.findings) != 1 else ''} in {files_with} file{'s' if files_with != 1 else ''}"
     if report.errors:
