@@ -24,10 +24,25 @@ class DefaultToCheck(click.Group):
     """``trainlint PATH...`` means ``trainlint check PATH...``: a first argument that names no
     subcommand goes to ``check`` (subcommands added later, such as ``run``, are routed by name)."""
 
+    # Commands loaded on first use, so `trainlint PATH` (pre-commit) never imports the guard.
+    lazy = {"run": ("trainlint.runtime.command", "run")}
+
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+        names = set(self.commands) | set(self.lazy)
+        if args and args[0] not in names and args[0] not in ("--help", "-h", "--version"):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(set(self.commands) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        if name in self.lazy and name not in self.commands:
+            import importlib
+
+            module, attribute = self.lazy[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
 
 
 @click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})

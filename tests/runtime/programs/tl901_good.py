@@ -1,0 +1,22 @@
+"""TL901 clean twin: the checkpoint holds the optimizer state too."""
+import os
+import tempfile
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+out_dir = tempfile.mkdtemp()
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+loader = DataLoader(TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,))), batch_size=8)
+
+for epoch in range(2):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch},
+               os.path.join(out_dir, "ckpt.pt"))

@@ -1,0 +1,49 @@
+"""Each runtime program yields, under the guard, exactly the findings its ``# expect:`` comments
+name, on those lines; and the static analyzer says the same about the same program."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fixture_expectations import expected_findings
+from trainlint.runtime.command import run_script
+from trainlint.runtime.guard import Guard
+from trainlint.runtime.rules import checkable
+from trainlint.static.analyzer import analyze
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+ALL_PROGRAMS = sorted(PROGRAMS.glob("*.py"))
+
+
+def runtime_findings(path: Path) -> set:
+    guard = Guard(mode="collect", select="ALL")
+    status = run_script(str(path), [], guard)
+    assert status == 0
+    for finding in guard.findings:
+        assert Path(finding.path).resolve() == path, finding  # the user's own file, not torch's
+    return {(f.line, f.rule) for f in guard.findings}
+
+
+@pytest.mark.parametrize("path", ALL_PROGRAMS, ids=lambda p: p.name)
+def test_runtime_findings_match_expectations(path):
+    expected = expected_findings(path.read_text(encoding="utf-8"))
+    actual = runtime_findings(path)
+    assert actual == expected, f"missed {sorted(expected - actual)}, unexpected {sorted(actual - expected)}"
+
+
+@pytest.mark.parametrize("path", ALL_PROGRAMS, ids=lambda p: p.name)
+def test_static_and_runtime_agree(path):
+    """On the rules both sides check, one program gets one verdict (runtime-only rules aside)."""
+    both = checkable() - {"TL810"}
+    static = {(span[0], rule) for rule, span, _ in analyze(path.read_text(encoding="utf-8"), both)}
+    runtime = {(line, rule) for line, rule in runtime_findings(path) if rule in both}
+    assert static == runtime
+
+
+def test_every_runtime_rule_has_a_bad_and_a_good_program():
+    names = [p.name for p in ALL_PROGRAMS]
+    for rule in sorted(checkable()):
+        prefix = rule.lower() + "_"
+        assert any(n.startswith(prefix + "bad") for n in names), f"{rule}: no bad program"
+        assert any(n.startswith(prefix + "good") for n in names), f"{rule}: no good program"

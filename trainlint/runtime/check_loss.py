@@ -1,0 +1,54 @@
+"""TL801 softmax-before-cross-entropy: the input of cross_entropy was produced by softmax or
+log_softmax, or the input of nll_loss by log(softmax(x)), as its autograd node shows."""
+from __future__ import annotations
+
+from .sites import user_site
+
+RULES = ("TL801",)
+_SOFTMAX = frozenset({"SoftmaxBackward0", "LogSoftmaxBackward0"})
+
+
+def _producer(grad_fn) -> str:
+    return type(grad_fn).__name__ if grad_fn is not None else ""
+
+
+def _cross_entropy_input(tensor) -> str:
+    """What squashed a cross_entropy input, or ""."""
+    name = _producer(getattr(tensor, "grad_fn", None))
+    return {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log_softmax"}.get(name, "")
+
+
+def _nll_input(tensor) -> str:
+    """log(softmax(x)) fed to nll_loss, or "" (log_softmax + nll_loss is the correct pairing)."""
+    grad_fn = getattr(tensor, "grad_fn", None)
+    if _producer(grad_fn) != "LogBackward0":
+        return ""
+    return "log(softmax(x))" if _producer(grad_fn.next_functions[0][0]) == "SoftmaxBackward0" else ""
+
+
+def install(patcher, hub) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    def wrapper(label: str, squashed_by):
+        def make(original):
+            def loss(input, *args, **kwargs):
+                # Compiled code keeps the original: tracing this wrapper would only break the graph.
+                if not torch.compiler.is_compiling() and hub.active and hub.wants("TL801"):
+                    what = squashed_by(input)
+                    if what:
+                        hub.found("TL801", user_site(), lambda: (
+                            f"{label} receives the output of {what}, but cross-entropy applies "
+                            f"log_softmax itself: the logits are squashed twice, gradients shrink as "
+                            f"predictions sharpen and training stalls at a worse loss; pass the raw "
+                            f"logits (or log_softmax + NLLLoss)."
+                        ))
+                return original(input, *args, **kwargs)
+
+            return loss
+
+        return make
+
+    # nn.CrossEntropyLoss and nn.NLLLoss call these through the module attributes.
+    patcher.wrap(F, "cross_entropy", wrapper("cross_entropy()", _cross_entropy_input))
+    patcher.wrap(F, "nll_loss", wrapper("nll_loss()", _nll_input))

@@ -1,0 +1,58 @@
+"""What an optimizer holds, inspected at its first step: TL305 parameters that received no gradient
+although backward ran (the optimizer was built before FSDP replaced them), TL701 one-dimensional
+parameters (biases, norm weights) under weight decay. Both are reported at the line that built the
+optimizer, as the static analyzer does."""
+from __future__ import annotations
+
+import weakref
+
+from .sites import user_site
+
+RULES = ("TL305", "TL701")
+
+
+def install(patcher, hub) -> None:
+    import torch
+
+    built_at = weakref.WeakKeyDictionary()  # optimizer -> the user line that constructed it
+    checked = {}  # id(optimizer) -> weak reference: inspected already (a dict: this runs every step)
+
+    def init_wrapper(original):
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            if hub.active:
+                built_at[self] = user_site()
+
+        return __init__
+
+    patcher.wrap(torch.optim.Optimizer, "__init__", init_wrapper)
+
+    def on_step(optimizer, site, backward_ran: bool) -> None:
+        seen = checked.get(id(optimizer))
+        if seen is not None and seen() is optimizer:
+            return
+        checked[id(optimizer)] = weakref.ref(optimizer)
+        where = built_at.get(optimizer, site)
+        name = type(optimizer).__name__
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if hub.wants("TL305") and backward_ran and params and all(p.grad is None for p in params):
+            hub.found("TL305", where, lambda: (
+                f"{name}(...) holds {len(params)} parameters and none of them received a gradient "
+                f"although backward() ran: they are not the tensors the model trains (FSDP replaced "
+                f"them when it sharded the model), so every step updates nothing; build the optimizer "
+                f"after fully_shard()/FSDP(...) wrapped the model."
+            ))
+        if hub.wants("TL701") and isinstance(optimizer, (torch.optim.AdamW, torch.optim.SGD)):
+            for group in optimizer.param_groups:
+                decay = group.get("weight_decay") or 0
+                flat = [p for p in group["params"] if p.ndim < 2 and p.requires_grad]
+                if decay > 0 and flat:
+                    hub.found("TL701", where, lambda d=decay, n=len(flat): (
+                        f"{name}(weight_decay={d}) decays {n} one-dimensional tensors, biases and "
+                        f"normalisation weights included: LayerNorm/BatchNorm gains are pulled towards 0 "
+                        f"and biases shrink, which hurts accuracy for no regularisation benefit; pass two "
+                        f"param groups, with weight_decay=0.0 for biases and norm weights (e.g. p.ndim < 2)."
+                    ))
+                    break
+
+    hub.observe("optimizer_step", RULES, on_step)

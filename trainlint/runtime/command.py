@@ -1,0 +1,97 @@
+"""``trainlint run [OPTIONS] SCRIPT [ARGS]...``: run a training script under the guard.
+
+The script runs as ``__main__`` with the argv and ``sys.path[0]`` that ``python SCRIPT ARGS`` would
+give it, so it behaves the same, also under torchrun::
+
+    python -m torch.distributed.run --nproc_per_node=2 -m trainlint run train.py --epochs 3
+
+The exit status is the script's own; in raise mode the TrainingInvariantError propagates.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import tempfile
+import time
+from contextlib import contextmanager, suppress
+from typing import Iterator, Optional, Sequence
+
+import click
+
+from .guard import MODES, Guard
+from .report import collect_ranks, merged_summary, rank_and_world, report_path
+
+# How long rank 0 waits, after its own run, for the other ranks' reports.
+MERGE_TIMEOUT_S = float(os.environ.get("TRAINLINT_MERGE_TIMEOUT", "30"))
+
+
+@contextmanager
+def as_main(script: str, args: Sequence[str]) -> Iterator[None]:
+    """``sys.argv`` and ``sys.path[0]`` as ``python script args`` sets them; restored afterwards."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [script, *args]
+    sys.path[0:1] = [os.path.dirname(os.path.abspath(script))]
+    try:
+        yield
+    finally:
+        sys.argv[:] = saved_argv
+        sys.path[:] = saved_path
+
+
+def run_script(script: str, args: Sequence[str], guard: Guard) -> int:
+    """Run ``script`` as ``__main__`` under ``guard``; its exit status (SystemExit included)."""
+    with as_main(script, args), guard:
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exc:
+            return _status(exc.code)
+    return 0
+
+
+def _status(code) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # what the interpreter does with sys.exit("message")
+    return 1
+
+
+def _job_report_path() -> str:
+    """Where ranks leave their findings for rank 0 when no --report is given: one place per job."""
+    job = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'job')}-{os.environ.get('MASTER_PORT', '0')}"
+    return os.path.join(tempfile.gettempdir(), f"trainlint-{job}", "findings.json")
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--mode", type=click.Choice(MODES), default="warn", show_default=True,
+              help="warn: print each finding once; raise: stop at the first; collect: only record.")
+@click.option("--report", "report", type=click.Path(dir_okay=False), default=None,
+              help="Write the findings as JSON (PATH.rankN per rank when WORLD_SIZE > 1).")
+@click.option("--select", multiple=True, metavar="RULES", help="Rules to check: ids, names or prefixes, comma-separated.")
+@click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to check.")
+@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run(mode: str, report: Optional[str], select, ignore, script: str, args) -> None:
+    """Run SCRIPT [ARGS]... as `python SCRIPT ARGS` would, under the runtime guard."""
+    rank, world = rank_and_world()
+    distributed = world > 1
+    path = report or (_job_report_path() if distributed else None)
+    if path:
+        with suppress(FileNotFoundError):
+            os.remove(report_path(path))  # a stale report from an earlier run must not be merged
+    started = time.time()
+    try:
+        guard = Guard(mode=mode, select=select or None, ignore=ignore or None, report=path)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--select/--ignore") from None
+    status = run_script(script, args, guard)
+    if distributed and rank == 0:
+        by_rank, missing = collect_ranks(path, world, since=started - 30, timeout=MERGE_TIMEOUT_S)
+        sys.stderr.write(merged_summary(by_rank, missing))
+        if report is None:
+            for other in by_rank:
+                with suppress(OSError):
+                    os.remove(report_path(path, other))
+    sys.exit(status)

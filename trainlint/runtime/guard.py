@@ -1,0 +1,105 @@
+"""``trainlint.guard()``: checks a live training run against the rule catalog.
+
+Use it as a context manager or a decorator (of the training function, not of one step: hooks are
+installed when the outermost guard starts and removed when it ends)::
+
+    with trainlint.guard(mode="warn") as g:
+        train()
+    print(g.findings)
+
+Modes: ``warn`` issues a :class:`TrainingInvariantWarning` through :mod:`warnings` (so stderr by
+default, and the usual filters apply) the first time a rule fires on a source line, and prints a
+summary with occurrence counts to stderr when the guard exits; ``raise`` raises
+:class:`TrainingInvariantError` at the offending call; ``collect`` only records. ``report=PATH``
+writes the findings in the CLI's JSON format on exit (``PATH.rankN`` in a multi-process job).
+
+Importing this module does not import torch; starting a guard does.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Dict, List, Optional, Set, Tuple
+
+from ..findings import Finding
+from .hub import HUB
+from .report import report_path, write_report
+from .rules import RuleInfo, Selectors, select_rules
+
+MODES = ("warn", "raise", "collect")
+Key = Tuple[str, str, int]  # (rule, path, line)
+
+
+class Guard:
+    def __init__(self, mode: str = "warn", select: Selectors = None, ignore: Selectors = None,
+                 report: Optional[str] = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self.mode = mode
+        self.rules = select_rules(select, ignore)
+        self.report = report
+        self.findings: List[Finding] = []  # one per rule and source line, in the order first seen
+        self.counts: Dict[Key, int] = {}  # occurrences of each
+        self.printed: Set[Key] = set()
+        self._by_key: Dict[Key, Finding] = {}
+        self._depth = 0
+
+    # The hub calls this under its lock.
+    def record(self, key: Key, rule: RuleInfo, message: str) -> Finding:
+        self.counts[key] = self.counts.get(key, 0) + 1
+        finding = self._by_key.get(key)
+        if finding is None:
+            _, path, line = key
+            finding = self._by_key[key] = Finding(
+                path=path, line=line, column=1, rule=rule.id, name=rule.name, severity=rule.severity,
+                message=message, end_line=line, end_column=1,
+            )
+            self.findings.append(finding)
+        return finding
+
+    def __enter__(self) -> "Guard":
+        with HUB.lock:
+            self._depth += 1
+            if self._depth == 1:
+                try:
+                    HUB.attach(self)
+                except BaseException:
+                    self._depth -= 1
+                    raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        with HUB.lock:
+            self._depth -= 1
+            if self._depth:
+                return
+            try:
+                HUB.detach(self)
+            finally:
+                # An enclosing warn-mode guard prints the summary that covers this one.
+                summarise = self.mode == "warn" and not any(g.mode == "warn" for g in HUB.guards)
+                if self.report:
+                    write_report(report_path(self.report), self.findings)
+                if summarise and self.findings:
+                    sys.stderr.write(self.summary())
+
+    def __call__(self, function):
+        @functools.wraps(function)
+        def guarded(*args, **kwargs):
+            with self:
+                return function(*args, **kwargs)
+
+        return guarded
+
+    def summary(self) -> str:
+        lines = [f"trainlint: {len(self.findings)} training invariant finding{'s' if len(self.findings) != 1 else ''}"]
+        for f in self.findings:
+            count = self.counts[(f.rule, f.path, f.line)]
+            lines.append(f"  {f.location}: {f.rule} {f.name} ({count} time{'s' if count != 1 else ''})")
+        return "\n".join(lines) + "\n"
+
+
+def guard(mode: str = "warn", select: Selectors = None, ignore: Selectors = None,
+          report: Optional[str] = None) -> Guard:
+    """A guard over the code it wraps; see the module documentation."""
+    return Guard(mode=mode, select=select, ignore=ignore, report=report)

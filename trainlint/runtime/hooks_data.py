@@ -1,0 +1,69 @@
+"""Events of the data: batches fetched (for accumulation boundaries), LOADER_ITER and SET_EPOCH of
+DistributedSampler."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..events import EventKind
+from .hooks_optim import target
+from .sites import frame_site, user_frame
+
+
+def _name_in(frame: Any, sampler: Any) -> Optional[str]:
+    """How the user's code at the loop calls the sampler: a variable holding it, or a loader
+    (also an attribute of ``self``) whose ``.sampler`` it is. Used in messages only."""
+    scopes = [frame.f_locals]
+    owner = frame.f_locals.get("self")
+    if owner is not None and hasattr(owner, "__dict__"):
+        scopes.append({f"self.{k}": v for k, v in vars(owner).items()})
+    for scope in scopes:
+        for name, value in scope.items():
+            if value is sampler:
+                return name
+        for name, value in scope.items():
+            if getattr(value, "sampler", None) is sampler and not name.startswith("_"):
+                return f"{name}.sampler"
+    return None
+
+
+def install(patcher, hub) -> None:
+    from torch.utils.data import DistributedSampler
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    def next_wrapper(original):
+        def __next__(self):
+            if hub.active:
+                hub.stream().fetches += 1
+            return original(self)
+
+        return __next__
+
+    # Every DataLoader iterator (single- and multi-process) inherits this __next__.
+    patcher.wrap(_BaseDataLoaderIter, "__next__", next_wrapper)
+
+    def iter_wrapper(original):
+        def __iter__(self):
+            if hub.active:
+                # Called lazily by the loader at the first batch of a pass: the user frame is the
+                # `for batch in loader:` line (or the next()/iter() call).
+                frame = user_frame()
+                sampler = target(self)
+                if sampler not in hub.names:
+                    hub.names[sampler] = (_name_in(frame, self) if frame is not None else None) or "sampler"
+                hub.emit(hub.stream(), EventKind.LOADER_ITER, "for ... in loader", frame_site(frame), sampler=sampler,
+                         shuffle=bool(self.shuffle))
+            return original(self)
+
+        return __iter__
+
+    def set_epoch_wrapper(original):
+        def set_epoch(self, epoch):
+            # Only a new epoch value reshuffles: set_epoch(0) every epoch does not.
+            if hub.active and epoch != self.epoch:
+                hub.emit(hub.stream(), EventKind.SET_EPOCH, "sampler.set_epoch(epoch)", target=target(self))
+            return original(self, epoch)
+
+        return set_epoch
+
+    patcher.wrap(DistributedSampler, "__iter__", iter_wrapper)
+    patcher.wrap(DistributedSampler, "set_epoch", set_epoch_wrapper)

@@ -1,0 +1,114 @@
+"""Events of the optimizer and its schedule: OPTIMIZER_STEP, ZERO_GRAD, SCHEDULER_STEP."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+from ..events import CADENCE_METRIC, EventKind
+from .sites import user_site
+from .stream import Stream
+
+
+def target(obj: Any) -> Optional[str]:
+    return None if obj is None else f"id:{id(obj)}"
+
+
+def subclasses(cls: type) -> Iterator[type]:
+    """``cls`` and every subclass defined so far (LR schedulers, GradScalers, ...)."""
+    seen, todo = set(), [cls]
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            yield current
+            todo.extend(current.__subclasses__())
+
+
+def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
+    """One optimizer step: also the one GradScaler skipped for inf/NaN gradients, which is still a
+    step of the schedule (so scheduler.step() after it is not TL102; pytorch#44511)."""
+    site = user_site()
+    backward_ran = stream.backwards > 0
+    # k, for messages: the backward passes this step accumulates when they saw several batches.
+    accum = stream.backwards if stream.multi_batch else None
+    boundary = stream.end_window()
+    stream.steps += 1
+    cache = hub.cache("optimizer_step")
+    key = (site, id(optimizer), boundary, via_scaler, manages_grads, accum)
+    event = cache.get(key) or hub.event(
+        cache, key, EventKind.OPTIMIZER_STEP, "scaler.step(optimizer)" if via_scaler else "optimizer.step()", site,
+        target=target(optimizer), boundary=boundary, via_scaler=via_scaler, manages_grads=manages_grads,
+        accum=None if accum is None else str(accum),
+    )
+    hub.feed(stream, event)
+    hub.notify("optimizer_step", optimizer, site, backward_ran)
+
+
+def install(patcher, hub) -> None:
+    import torch
+    from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    def pre_hook(optimizer, args, kwargs):
+        # Every Optimizer subclass's step() runs the global pre-hooks, however it is called.
+        if hub.active:
+            stream = hub.stream()
+            via_scaler = stream.scaler_step is optimizer
+            if via_scaler:
+                stream.scaler_stepped = True
+            closure = kwargs.get("closure") if len(args) < 2 else args[1]
+            emit_step(hub, stream, optimizer, via_scaler, manages_grads=closure is not None)
+
+    patcher.handle(register_optimizer_step_pre_hook(pre_hook))
+
+    def zero_grad_wrapper(label: str, field: str):
+        cache = hub.cache(label)
+
+        def make(original):
+            def zero_grad(self, *args, **kwargs):
+                if hub.active:
+                    stream = hub.stream()
+                    stream.end_window()
+                    site = user_site()
+                    key = (site, id(self))
+                    hub.feed(stream, cache.get(key) or hub.event(
+                        cache, key, EventKind.ZERO_GRAD, label, site, **{field: target(self)}
+                    ))
+                return original(self, *args, **kwargs)
+
+            return zero_grad
+
+        return make
+
+    patcher.wrap(torch.optim.Optimizer, "zero_grad", zero_grad_wrapper("optimizer.zero_grad()", "target"))
+    patcher.wrap(torch.nn.Module, "zero_grad", zero_grad_wrapper("model.zero_grad()", "module"))
+
+    steps = hub.cache("scheduler_step")
+
+    def scheduler_step(original):
+        def step(self, *args, **kwargs):
+            # _is_initial: the step LRScheduler.__init__ takes itself is not the user's.
+            if not hub.active or getattr(self, "_is_initial", False):
+                return original(self, *args, **kwargs)
+            stream = hub.stream()
+            if "scheduler" in stream.busy:  # SequentialLR/ChainedScheduler stepping their children
+                return original(self, *args, **kwargs)
+            stream.busy.add("scheduler")
+            try:
+                site = user_site()
+                # Driven by a value (a validation metric, a fractional epoch): not a per-step schedule.
+                metric = bool(args) or bool(kwargs) or isinstance(self, ReduceLROnPlateau)
+                optimizer = getattr(self, "optimizer", None)
+                key = (site, id(self), id(optimizer), metric)
+                hub.feed(stream, steps.get(key) or hub.event(
+                    steps, key, EventKind.SCHEDULER_STEP, "scheduler.step()", site, target=target(self),
+                    optimizer=target(optimizer), cadence=CADENCE_METRIC if metric else None,
+                ))
+                return original(self, *args, **kwargs)
+            finally:
+                stream.busy.discard("scheduler")
+
+        return step
+
+    for cls in subclasses(LRScheduler):
+        if "step" in vars(cls):
+            patcher.wrap(cls, "step", scheduler_step)

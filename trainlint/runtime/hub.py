@@ -1,0 +1,217 @@
+"""The process-wide dispatcher between the hooks and the active guards.
+
+Hooks are installed once, when the first guard starts, and removed when the last one ends; events
+go through one checker state per thread and every finding goes to each active guard that selected
+its rule. Nested guards therefore see one consistent stream and cannot break one another, and a
+finding is printed once however many warn-mode guards are active.
+
+The shared checker is a pure function of (state, event) over immutable, hashable states, and a
+training loop repeats the same few transitions. Events from one call site with the same fields are
+interned and equal states are kept as one object, so each (state, event) transition is computed
+once and then looked up by identity: a full ``checker.feed`` costs tens of microseconds per event, a
+lookup well under one. The hooks that run every step keep their own tables of interned events,
+keyed by the few facts that vary, so their hot path builds no Event and no keyword dictionary.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import warnings
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from .. import checker
+from ..events import Event, EventKind
+from .errors import TrainingInvariantError, TrainingInvariantWarning
+from .rules import CHECK_MODULES, HOOK_MODULES, checkable, check_module, known_rules
+from .sites import Site, display_path, user_site
+from .stream import Stream
+
+_MEMO_SIZE = 4096  # bounded memory: tables are dropped and rebuilt when they grow past this
+_ID = re.compile(r"id:\d+")
+Observer = Callable[..., None]
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.active = False
+        self.guards: List = []  # active guards, outermost first
+        self.wanted: frozenset = frozenset()  # rules selected by any active guard
+        self.session = 0
+        self.rank_prefix = ""
+        self._initial = checker.initial_state(history_known=True)
+        self._local = threading.local()
+        self._patcher = None
+        self._observers: Dict[str, List[Tuple[frozenset, Observer]]] = {}
+        self._notified: Dict[str, Tuple[Observer, ...]] = {}  # the observers of wanted rules
+        self._caches: Dict[str, Dict[tuple, Event]] = {}
+        self._events: Dict[tuple, Event] = {}
+        self._memo: Dict[Tuple[int, int], tuple] = {}
+        self._states: Dict[tuple, tuple] = {}  # canonical checker states: equal states, one object
+        self._messages: Dict[Tuple[str, Site], str] = {}
+        self.rules: Dict[str, object] = {}  # id -> RuleInfo, read from the catalog once per session
+        self.names: Dict[str, str] = {}  # "id:123" -> how messages call that object ("train_sampler")
+        self.scaled: Dict[int, tuple] = {}  # id(tensor from GradScaler.scale) -> (weakref, weakref to loss)
+
+    # ------------------------------------------------------------------ guards
+    def attach(self, guard) -> None:
+        with self.lock:
+            if not self.guards:
+                self._install()
+            self.guards.append(guard)
+            self._update_wanted()
+
+    def detach(self, guard) -> None:
+        with self.lock:
+            self.guards.remove(guard)
+            self._update_wanted()
+            if not self.guards:
+                self._uninstall()
+
+    def _update_wanted(self) -> None:
+        self.wanted = frozenset().union(*(g.rules for g in self.guards))
+        self._notified = {
+            point: tuple(observer for rules, observer in observers if not self.wanted.isdisjoint(rules))
+            for point, observers in self._observers.items()
+        }
+
+    def _install(self) -> None:
+        from .patches import Patcher
+
+        self.session += 1
+        world = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        self.rank_prefix = f"[rank {os.environ.get('RANK', '0')}] " if world > 1 else ""
+        self.rules = known_rules()
+        patcher = Patcher()
+        available = checkable()
+        try:
+            for name in HOOK_MODULES:
+                check_module(name).install(patcher, self)
+            for name in CHECK_MODULES:
+                module = check_module(name)
+                # A check whose rules are all missing from the catalog is not even hooked.
+                if available.intersection(module.RULES):
+                    module.install(patcher, self)
+        except BaseException:
+            patcher.restore()
+            self._observers.clear()
+            raise
+        self._patcher = patcher
+        self.active = True
+
+    def _uninstall(self) -> None:
+        self.active = False
+        patcher, self._patcher = self._patcher, None
+        for cache in self._caches.values():
+            cache.clear()
+        for table in (self._observers, self._notified, self._caches, self._events, self._memo, self._states,
+                      self._messages, self.names, self.scaled):
+            table.clear()
+        if patcher is not None:
+            patcher.restore()
+
+    @property
+    def patcher(self):
+        return self._patcher
+
+    # ------------------------------------------------------------------ streams and events
+    def stream(self) -> Stream:
+        stream = getattr(self._local, "stream", None)
+        if stream is None or stream.session != self.session:
+            stream = self._local.stream = Stream(self.session, self._initial)
+        return stream
+
+    def wants(self, rule: str) -> bool:
+        return rule in self.wanted
+
+    def cache(self, name: str) -> Dict[tuple, Event]:
+        """A hook's own table of interned events, for this session."""
+        return self._caches.setdefault(name, {})
+
+    def event(self, cache: Dict[tuple, Event], key: tuple, kind: EventKind, label: str, site: Site,
+              **fields) -> Event:
+        """The event for ``key`` in ``cache``, created on first use. Hooks look their key up first
+        (``cache.get(key) or hub.event(...)``), so the hot path builds no keyword dictionary."""
+        event = cache.get(key)
+        if event is None:
+            if len(cache) >= _MEMO_SIZE:
+                cache.clear()
+            event = cache[key] = Event(kind, label=label, site=site, **fields)
+        return event
+
+    def emit(self, stream: Stream, kind: EventKind, label: str, site: Optional[Site] = None, **fields) -> None:
+        """Feed an event of a rarely called hook (the frequent ones intern their own)."""
+        site = site or user_site()
+        key = (kind, site, label, tuple(fields.items()))
+        self.feed(stream, self.event(self._events, key, kind, label, site, **fields))
+
+    def feed(self, stream: Stream, event: Event) -> None:
+        """Advance this thread's checker state and dispatch what the event reveals."""
+        state = stream.state
+        transition = self._memo.get((id(state), id(event)))
+        if transition is None:
+            new_state, violations = checker.feed(state, event)
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+                self._states.clear()
+            new_state = self._states.setdefault(new_state, new_state)
+            # The entry holds the state and the event, so their ids cannot be reused while it exists.
+            transition = self._memo[(id(state), id(event))] = (state, event, new_state, tuple(violations))
+        stream.state = transition[2]
+        for violation in transition[3]:
+            if violation.rule in self.wanted:
+                self.found(violation.rule, violation.at.site, lambda v=violation: self._render(v))
+
+    def _render(self, violation: checker.Violation) -> str:
+        here = violation.at.site[0]
+
+        def line_of(event: Event) -> Optional[str]:
+            if not event.site:
+                return None
+            filename, line = event.site
+            return f"line {line}" if filename == here else f"{os.path.basename(filename)}:{line}"
+
+        return checker.render(violation, line_of)
+
+    # ------------------------------------------------------------------ observers (runtime checks)
+    def observe(self, point: str, rules: Sequence[str], observer: Observer) -> None:
+        """Call ``observer(*args)`` at each ``notify(point, *args)`` while one of ``rules`` is wanted."""
+        self._observers.setdefault(point, []).append((frozenset(rules), observer))
+
+    def notify(self, point: str, *args) -> None:
+        for observer in self._notified.get(point, ()):
+            observer(*args)
+
+    # ------------------------------------------------------------------ findings
+    def found(self, rule: str, site: Site, message: Callable[[], str]) -> None:
+        """Record one occurrence of a finding in every active guard that selected the rule; warn
+        (once per rule and line) or raise as those guards ask."""
+        to_raise = None
+        with self.lock:
+            guards = [g for g in self.guards if rule in g.rules]
+            if not guards:
+                return
+            text = self._messages.get((rule, site))
+            if text is None:
+                text = self._messages[(rule, site)] = self.rank_prefix + _ID.sub(
+                    lambda m: self.names.get(m.group(0), "the object"), message()
+                )
+            info = self.rules[rule]
+            key = (rule, display_path(site[0]), site[1])
+            findings = [g.record(key, info, text) for g in guards]
+            finding = findings[0]
+            warners = [g for g in guards if g.mode == "warn"]
+            if warners and not any(key in g.printed for g in warners):
+                for g in warners:
+                    g.printed.add(key)
+                warnings.warn_explicit(
+                    f"{rule} {info.name}: {text}", TrainingInvariantWarning, site[0], site[1] or 1, module=None
+                )
+            if any(g.mode == "raise" for g in guards):
+                to_raise = TrainingInvariantError(f"{finding.location}: {rule} {info.name}: {text}", finding)
+        if to_raise is not None:
+            raise to_raise
+
+
+HUB = Hub()

@@ -1,0 +1,127 @@
+"""Recorded monkey-patches: every change the guard makes to torch is undone on exit.
+
+Hooks change three kinds of things: attributes of classes and modules, the closure cell of a
+decorated function (so callers that imported the function by name before the guard are seen too),
+and torch's hook registries (undone through their handles). Each change records its undo; restoring
+runs every undo even when one fails or a KeyboardInterrupt arrives in the middle.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import CellType, FunctionType
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+_ABSENT = object()
+
+
+class Patcher:
+    def __init__(self) -> None:
+        self._undo: List[Callable[[], None]] = []
+        self._finder: Optional[_AfterImport] = None
+        # (owner, name, original) for every replaced attribute: what the tests check after exit.
+        self.replaced: List[Tuple[Any, str, Any]] = []
+
+    def wrap(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        """Replace ``owner.name`` (defined on ``owner`` itself) by ``make(original)``."""
+        self.replace(owner, name, make(vars(owner)[name]))
+
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        original = vars(owner).get(name, _ABSENT)
+        setattr(owner, name, value)
+        self.replaced.append((owner, name, original))
+
+        def undo() -> None:
+            if original is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+        self._undo.append(undo)
+
+    def wrap_cell(self, cell: CellType, make: Callable[[Any], Any]) -> None:
+        original = cell.cell_contents
+        cell.cell_contents = make(original)
+
+        def undo() -> None:
+            cell.cell_contents = original
+
+        self._undo.append(undo)
+
+    def handle(self, handle: Any) -> None:
+        """A torch RemovableHandle (global optimizer hooks and the like)."""
+        self._undo.append(handle.remove)
+
+    def after_import(self, module_name: str, install: Callable[[Any], None]) -> None:
+        """Run ``install(module)`` now if the module is loaded, else right after it is first imported.
+        Importing it eagerly would cost every guard the import (over a second for FSDP)."""
+        module = sys.modules.get(module_name)
+        if module is not None:
+            install(module)
+            return
+        if self._finder is None:
+            finder = self._finder = _AfterImport()
+            sys.meta_path.insert(0, finder)
+            self._undo.append(lambda: sys.meta_path.remove(finder) if finder in sys.meta_path else None)
+        self._finder.callbacks.setdefault(module_name, []).append(install)
+
+    def restore(self) -> None:
+        pending: Optional[BaseException] = None
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except BaseException as exc:  # keep undoing; the first problem is re-raised at the end
+                pending = pending or exc
+        self.replaced.clear()
+        if pending is not None:
+            raise pending
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Finds the watched modules with the ordinary path finder and runs callbacks once they have
+    executed. A callback that fails only warns: the user's import must not break."""
+
+    def __init__(self) -> None:
+        self.callbacks: Dict[str, List[Callable[[Any], None]]] = {}
+
+    def find_spec(self, fullname, path, target=None):
+        callbacks = self.callbacks.pop(fullname, None)
+        if callbacks is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _CallbackLoader(spec.loader, callbacks)
+        return spec
+
+
+class _CallbackLoader(importlib.abc.Loader):
+    def __init__(self, loader, callbacks: List[Callable[[Any], None]]) -> None:
+        self.loader = loader
+        self.callbacks = callbacks
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        # The module keeps the real loader, as if this one had never been involved.
+        module.__loader__ = module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        for callback in self.callbacks:
+            try:
+                callback(module)
+            except Exception as exc:
+                warnings.warn(f"trainlint: could not hook {module.__name__}: {exc!r}", RuntimeWarning, stacklevel=2)
+
+
+def inner_cell(function: Any) -> Optional[CellType]:
+    """The closure cell holding the undecorated function behind a ``functools.wraps`` wrapper (torch
+    2.x wraps clip_grad_norm_ and friends in ``_no_grad``); None for an undecorated function."""
+    closure = getattr(function, "__closure__", None) or ()
+    wrapped = getattr(function, "__wrapped__", None)
+    for cell in closure:
+        if isinstance(cell.cell_contents, FunctionType) and cell.cell_contents is wrapped:
+            return cell
+    return None

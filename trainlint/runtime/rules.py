@@ -1,0 +1,81 @@
+"""Which rules the guard checks: ids, names and severities come from the catalog.
+
+Torch-free: a guard validates its ``select``/``ignore`` when it is created, before anything is hooked.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Dict, FrozenSet, Iterable, NamedTuple, Optional, Union
+
+from ..catalog import load_catalog, matches
+from ..config import split_selectors
+
+
+class RuleInfo(NamedTuple):
+    id: str
+    name: str
+    severity: str
+    opt_in: bool = False
+
+
+# Runtime-only rules have no static counterpart. TL810 has no catalog entry yet (its proposed text is
+# rules/TL810-non-finite-loss.toml, with ``static = false``); until then this is its only definition,
+# and the catalog entry replaces it as soon as it exists.
+RUNTIME_ONLY: Dict[str, RuleInfo] = {"TL810": RuleInfo("TL810", "non-finite-loss", "error")}
+
+# Rules of the shared ordering checker whose events the hooks reproduce faithfully at runtime (each one
+# is covered by a buggy/clean program pair in tests/runtime). The checker's other invariants still see
+# the events; their findings are dropped until their runtime semantics are confirmed the same way.
+FLOW_RULES = ("TL101", "TL102", "TL103", "TL201", "TL203", "TL301")
+
+# Modules that install hooks producing checker events, and modules that inspect values for one
+# family of rules each (their ``RULES``). Adding a runtime check is adding a module to CHECK_MODULES.
+HOOK_MODULES = ("hooks_optim", "hooks_grads", "hooks_amp", "hooks_data", "hooks_parallel")
+CHECK_MODULES = ("check_attention", "check_loss", "check_nonfinite", "check_optimizer", "check_save")
+
+Selectors = Union[None, str, Iterable[str]]
+
+
+def known_rules() -> Dict[str, RuleInfo]:
+    """Every rule the guard could report: the catalog, plus runtime-only rules not in it yet."""
+    rules = {r.id: RuleInfo(r.id, r.name, r.severity, r.opt_in) for r in load_catalog().values()}
+    for rule_id, info in RUNTIME_ONLY.items():
+        rules.setdefault(rule_id, info)
+    return rules
+
+
+def check_module(name: str):
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+def checkable() -> FrozenSet[str]:
+    """Rules with a runtime check. A check whose rule is in neither the catalog nor RUNTIME_ONLY is
+    not run: its id, name and severity would have no source of truth."""
+    ids = set(FLOW_RULES)
+    for name in CHECK_MODULES:
+        ids.update(check_module(name).RULES)
+    return frozenset(ids & set(known_rules()))
+
+
+def _split(selectors: Selectors) -> Optional[list]:
+    if selectors is None:
+        return None
+    if isinstance(selectors, str):
+        selectors = [selectors]
+    return split_selectors(selectors)
+
+
+def select_rules(select: Selectors = None, ignore: Selectors = None) -> FrozenSet[str]:
+    """As on the command line: default every non-opt-in rule, ``select`` replaces the default,
+    ``ignore`` removes; then only the rules the guard can check. Unknown selectors raise ValueError."""
+    rules = known_rules()
+    chosen_selectors, ignored = _split(select), _split(ignore) or []
+    unknown = [s for s in (chosen_selectors or []) + ignored if not any(matches(r, s) for r in rules.values())]
+    if unknown:
+        raise ValueError(f"unknown rule(s): {', '.join(unknown)} (see `trainlint rules`)")
+    if chosen_selectors is None:
+        chosen = {r.id for r in rules.values() if not r.opt_in}
+    else:
+        chosen = {r.id for r in rules.values() if any(matches(r, s) for s in chosen_selectors)}
+    chosen = {r for r in chosen if not any(matches(rules[r], s) for s in ignored)}
+    return frozenset(chosen & checkable())

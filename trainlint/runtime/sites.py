@@ -1,0 +1,114 @@
+"""Attribution: the user's own source line behind a hooked call.
+
+That is the first stack frame outside torch, trainlint and the Python standard library, so a
+finding lands on the line the static analyzer reports: the clip call, ``scheduler.step()``, the
+``.backward()`` call, the ``for batch in loader:`` line.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from types import CodeType, FrameType
+from typing import Dict, Optional, Tuple
+
+Site = Tuple[str, int]  # (filename, line)
+UNKNOWN: Site = ("<unknown>", 0)
+
+
+def _internal_roots() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    import torch  # the guard only attributes while it is installed, so torch is loaded
+
+    trainlint_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    internal = {os.path.dirname(os.path.abspath(torch.__file__)), trainlint_dir}
+    for key in ("stdlib", "platstdlib"):
+        internal.add(os.path.abspath(sysconfig.get_paths()[key]))
+    # torch decorates some of its functions with typing_extensions.deprecated: plumbing, not user code.
+    try:
+        import typing_extensions
+
+        internal.add(os.path.abspath(typing_extensions.__file__))
+    except ImportError:
+        pass
+    roots = tuple(sorted(internal))
+    # Third-party packages live under the stdlib directory in most layouts; they are user code.
+    return roots, ("site-packages", "dist-packages")
+
+
+_roots: Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]] = None
+_internal: Dict[str, bool] = {}  # by code filename: one entry per source file, so it stays small
+# (id(code), f_lasti) -> (code, site): a frame's line number costs a scan of its code's line table,
+# so it is computed once per call site. The code object is kept to check that the id is still its.
+_sites: Dict[Tuple[int, int], Tuple[CodeType, Site]] = {}
+_SITES_KEPT = 4096
+
+
+def _is_internal(filename: str) -> bool:
+    global _roots
+    if _roots is None:
+        _roots = _internal_roots()
+    roots, packages = _roots
+    if filename.startswith("<frozen "):
+        result = True
+    elif filename.startswith("<"):
+        result = False  # <string>, <stdin>, notebook cells: the user's code
+    else:
+        path = os.path.abspath(filename)
+        under = [root for root in roots if path == root or path.startswith(root + os.sep)]
+        # A file under site-packages is internal only if it is under torch or trainlint themselves.
+        result = any(not any(p in os.path.relpath(path, root).split(os.sep) for p in packages) for root in under)
+    _internal[filename] = result
+    return result
+
+
+def user_frame() -> Optional[FrameType]:
+    """Called by trainlint code only: its own frame and its caller's are skipped unexamined."""
+    frame = sys._getframe(2)
+    known = _internal
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        internal = known.get(filename)
+        if not (_is_internal(filename) if internal is None else internal):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_site() -> Site:
+    """(filename, line) of the user frame; the same tuple object for the same call site. Called by
+    trainlint code only (the walk starts at its caller's caller)."""
+    frame = sys._getframe(2)
+    known = _internal
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        internal = known.get(filename)
+        if not (_is_internal(filename) if internal is None else internal):
+            break
+        frame = frame.f_back
+    else:
+        return UNKNOWN
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    cached = _sites.get(key)
+    if cached is not None and cached[0] is code:
+        return cached[1]
+    if len(_sites) >= _SITES_KEPT:
+        _sites.clear()
+    site = (code.co_filename, frame.f_lineno)
+    _sites[key] = (code, site)
+    return site
+
+
+def frame_site(frame: Optional[FrameType]) -> Site:
+    return UNKNOWN if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
+def display_path(filename: str) -> str:
+    """As reports show it: relative to the working directory when the file is under it."""
+    if filename.startswith("<") or not os.path.isabs(filename):
+        return filename
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive on Windows
+        return filename
+    return filename if relative.startswith(os.pardir) else relative

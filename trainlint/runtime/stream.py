@@ -1,0 +1,46 @@
+"""One thread's event stream within a guard session: its checker state and the few counters the
+hooks need to fill in event fields. A training loop runs in one thread, so each thread is checked
+on its own; two loops in two threads do not interleave into one bogus order."""
+from __future__ import annotations
+
+from typing import Callable, Optional, Set
+
+
+class Stream:
+    __slots__ = (
+        "session", "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
+        "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync",
+    )
+
+    def __init__(self, session: int, state: tuple) -> None:
+        self.session = session
+        self.state = state  # the shared checker's state
+        self.steps = 0  # optimizer steps so far (TL810 messages name the step)
+        self.fetches = 0  # DataLoader batches fetched so far
+        # The accumulation window: backward passes since the last step or zero_grad.
+        self.backwards = 0
+        self.fetches_at_backward = 0
+        self.multi_batch = False  # a batch was fetched between two of them
+        self.scaled = False  # one of them went through GradScaler.scale
+        self.busy: Set[str] = set()  # hooks running on this thread, so nested calls are not events
+        self.scaler_step: Optional[object] = None  # the optimizer GradScaler.step is stepping
+        self.scaler_stepped = False  # ...and whether its own step() ran (it is skipped on inf/NaN)
+        # FSDP decides at backward time whether to reduce gradients: how to ask, set by its forward.
+        self.pending_sync: Optional[Callable[[], bool]] = None
+
+    def backward(self, scaled: bool) -> None:
+        if self.backwards and self.fetches != self.fetches_at_backward:
+            self.multi_batch = True
+        self.backwards += 1
+        self.fetches_at_backward = self.fetches
+        self.scaled = self.scaled or scaled
+
+    def end_window(self) -> bool:
+        """At a step or zero_grad: was this an accumulation boundary, i.e. did the backward passes
+        since the last one see more than one batch? Two losses backpropagated for one batch (a GAN's
+        real and fake terms) are not accumulation."""
+        boundary = self.multi_batch
+        self.backwards = 0
+        self.multi_batch = False
+        self.scaled = False
+        return boundary
