@@ -258,7 +258,7 @@ def test_rules_table_columns_and_json():
     assert tl101.split()[:5] == ["TL101", "clip-after-step", "error", "yes", "no"]
     entries = json.loads(run("rules", "--format", "json").stdout)
     assert [e["id"] for e in entries] == list(load_catalog())
-    assert set(entries[0]) == {"id", "name", "severity", "summary", "autofix", "runtime_confirmed", "opt_in"}
+    assert set(entries[0]) == {"id", "name", "severity", "summary", "autofix", "runtime_confirmed", "opt_in", "static"}
 
 
 def test_explain_sections_in_order():

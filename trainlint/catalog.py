@@ -43,6 +43,7 @@ class Rule:
     triggers: Tuple[str, ...]  # source substrings without which the rule cannot fire (pre-filter)
     autofix: bool = False
     opt_in: bool = False  # info rules and other opt-in rules run only when selected explicitly
+    static: bool = True  # False: only the runtime guard can see it (a value, not a code shape)
 
     @property
     def doc_path(self) -> str:
@@ -79,6 +80,7 @@ def _load_entry(name: str, text: str) -> Rule:
         triggers=tuple(data.get("triggers", ())),
         autofix=bool(data.get("autofix", False)),
         opt_in=bool(data.get("opt_in", data["severity"] == "info")),
+        static=bool(data.get("static", True)),
     )
 
 

@@ -146,7 +146,7 @@ def rules(output_format: str) -> None:
         click.echo(
             f"{r.id:<6} {r.name:<32} {r.severity:<8} {'yes' if r.autofix else 'no':<7} "
             f"{'yes' if r.runtime_confirmed else 'no':<7} {r.summary}"
-            + (" (opt-in)" if r.opt_in else "")
+            + (" (opt-in)" if r.opt_in else "") + ("" if r.static else " (runtime only)")
         )
 
 
@@ -164,7 +164,7 @@ def render_index(catalog: Sequence[Rule]) -> str:
     for r in catalog:
         lines.append(
             f"| [{r.id}]({r.id}-{r.name}.toml) | {r.name} | {r.severity}{' (opt-in)' if r.opt_in else ''} | "
-            f"{'yes' if r.autofix else 'no'} | {'confirmed' if r.runtime_confirmed else 'no'} | {r.summary} |"
+            f"{'yes' if r.autofix else 'no'} | {'confirmed' if r.runtime_confirmed else 'no'}{'' if r.static else ' (runtime only)'} | {r.summary} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -173,6 +173,7 @@ def _rule_json(rule: Rule) -> dict:
     return {
         "id": rule.id, "name": rule.name, "severity": rule.severity, "summary": rule.summary,
         "autofix": rule.autofix, "runtime_confirmed": rule.runtime_confirmed, "opt_in": rule.opt_in,
+        "static": rule.static,
     }
 
 
@@ -205,7 +206,8 @@ def render_explanation(rule: Rule) -> str:
         return "```python\n" + textwrap.dedent(body).strip() + "\n```"
 
     parts = [
-        f"# {rule.id} {rule.name} ({rule.severity}{', opt-in' if rule.opt_in else ''})\n",
+        f"# {rule.id} {rule.name} ({rule.severity}{', opt-in' if rule.opt_in else ''}"
+        f"{'' if rule.static else ', runtime only'})\n",
         section("What it does", rule.summary),
         section("Why this breaks training", rule.rationale),
         section("Example", code(rule.bad)),

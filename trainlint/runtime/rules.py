@@ -18,11 +18,6 @@ class RuleInfo(NamedTuple):
     opt_in: bool = False
 
 
-# Runtime-only rules have no static counterpart. TL810 has no catalog entry yet (its proposed text is
-# rules/TL810-non-finite-loss.toml, with ``static = false``); until then this is its only definition,
-# and the catalog entry replaces it as soon as it exists.
-RUNTIME_ONLY: Dict[str, RuleInfo] = {"TL810": RuleInfo("TL810", "non-finite-loss", "error")}
-
 # Rules of the shared ordering checker whose events the hooks reproduce faithfully at runtime (each one
 # is covered by a buggy/clean program pair in tests/runtime). The checker's other invariants still see
 # the events; their findings are dropped until their runtime semantics are confirmed the same way.
@@ -37,11 +32,8 @@ Selectors = Union[None, str, Iterable[str]]
 
 
 def known_rules() -> Dict[str, RuleInfo]:
-    """Every rule the guard could report: the catalog, plus runtime-only rules not in it yet."""
-    rules = {r.id: RuleInfo(r.id, r.name, r.severity, r.opt_in) for r in load_catalog().values()}
-    for rule_id, info in RUNTIME_ONLY.items():
-        rules.setdefault(rule_id, info)
-    return rules
+    """Every rule the guard could report, from the catalog (runtime-only entries included)."""
+    return {r.id: RuleInfo(r.id, r.name, r.severity, r.opt_in) for r in load_catalog().values()}
 
 
 def check_module(name: str):
@@ -49,8 +41,8 @@ def check_module(name: str):
 
 
 def checkable() -> FrozenSet[str]:
-    """Rules with a runtime check. A check whose rule is in neither the catalog nor RUNTIME_ONLY is
-    not run: its id, name and severity would have no source of truth."""
+    """Rules with a runtime check. A check whose rule is not in the catalog is not run: its id, name
+    and severity would have no source of truth."""
     ids = set(FLOW_RULES)
     for name in CHECK_MODULES:
         ids.update(check_module(name).RULES)
