@@ -19,7 +19,7 @@ def install(patcher, hub) -> None:
         except RuntimeError:  # not a single value (a backward with explicit gradients)
             return None
 
-    def on_backward(stream, site, label, loss) -> None:
+    def on_backward(stream, site, label, loss, scaled) -> None:
         value = value_of(loss)
         if value is not None and not math.isfinite(value):
             step = stream.steps + 1

@@ -14,6 +14,7 @@ import runpy
 import sys
 import tempfile
 import time
+import traceback
 from contextlib import contextmanager, suppress
 from typing import Iterator, Optional, Sequence
 
@@ -47,6 +48,16 @@ def run_script(script: str, args: Sequence[str], guard: Guard) -> int:
         except SystemExit as exc:
             return _status(exc.code)
     return 0
+
+
+def print_script_traceback(script: str, exc: BaseException) -> None:
+    """The traceback ``python script`` would print: from the script's first frame on, without the
+    frames of trainlint run, click and runpy."""
+    tb = exc.__traceback__
+    target = os.path.abspath(script)
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != target:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
 
 
 def _status(code) -> int:
@@ -86,7 +97,11 @@ def run(mode: str, report: Optional[str], select, ignore, script: str, args) -> 
         guard = Guard(mode=mode, select=select or None, ignore=ignore or None, report=path)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--select/--ignore") from None
-    status = run_script(script, args, guard)
+    try:
+        status = run_script(script, args, guard)
+    except Exception as exc:  # the script failed (raise mode included): report it as Python would
+        print_script_traceback(script, exc)
+        status = 1
     if distributed and rank == 0:
         by_rank, missing = collect_ranks(path, world, since=started - 30, timeout=MERGE_TIMEOUT_S)
         sys.stderr.write(merged_summary(by_rank, missing))

@@ -1,5 +1,5 @@
-"""Events of GradScaler: which tensors it scaled (read by BACKWARD), UNSCALE, and its steps,
-including the ones it skips for inf/NaN gradients."""
+"""Events of GradScaler: which tensors it scaled (read by BACKWARD), UNSCALE, its steps (including
+the ones it skips for inf/NaN gradients) and SCALER_UPDATE."""
 from __future__ import annotations
 
 import weakref
@@ -68,7 +68,15 @@ def install(patcher, hub) -> None:
 
         return step
 
-    wrappers = {"scale": scale_wrapper, "unscale_": unscale_wrapper, "step": step_wrapper}
+    def update_wrapper(original):
+        def update(self, *args, **kwargs):
+            if hub.active and self.is_enabled():
+                hub.emit(hub.stream(), EventKind.SCALER_UPDATE, "scaler.update()", target=target(self))
+            return original(self, *args, **kwargs)
+
+        return update
+
+    wrappers = {"scale": scale_wrapper, "unscale_": unscale_wrapper, "step": step_wrapper, "update": update_wrapper}
     wrapped = set()
 
     def wrap_scalers(_module=None) -> None:

@@ -119,7 +119,7 @@ def install(patcher, hub) -> None:
             hub.feed(stream, backwards.get(key) or hub.event(
                 backwards, key, EventKind.BACKWARD, label, site, scaled=scaled, loss=loss
             ))
-            hub.notify("backward", stream, site, label, unscaled)
+            hub.notify("backward", stream, site, label, unscaled, scaled)
             return original(tensors, *args, **kwargs)
 
         return backward

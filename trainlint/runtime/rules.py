@@ -21,12 +21,14 @@ class RuleInfo(NamedTuple):
 # Rules of the shared ordering checker whose events the hooks reproduce faithfully at runtime (each one
 # is covered by a buggy/clean program pair in tests/runtime). The checker's other invariants still see
 # the events; their findings are dropped until their runtime semantics are confirmed the same way.
-FLOW_RULES = ("TL101", "TL102", "TL103", "TL201", "TL203", "TL301")
+FLOW_RULES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL201", "TL203", "TL301", "TL402")
 
 # Modules that install hooks producing checker events, and modules that inspect values for one
 # family of rules each (their ``RULES``). Adding a runtime check is adding a module to CHECK_MODULES.
 HOOK_MODULES = ("hooks_optim", "hooks_grads", "hooks_amp", "hooks_data", "hooks_parallel")
-CHECK_MODULES = ("check_attention", "check_loss", "check_nonfinite", "check_optimizer", "check_save")
+CHECK_MODULES = (
+    "check_attention", "check_loss", "check_modes", "check_nonfinite", "check_optimizer", "check_precision", "check_save",
+)
 
 Selectors = Union[None, str, Iterable[str]]
 

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Set
 class Stream:
     __slots__ = (
         "session", "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
-        "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync",
+        "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
     )
 
     def __init__(self, session: int, state: tuple) -> None:
@@ -27,6 +27,8 @@ class Stream:
         self.scaler_stepped = False  # ...and whether its own step() ran (it is skipped on inf/NaN)
         # FSDP decides at backward time whether to reduce gradients: how to ask, set by its forward.
         self.pending_sync: Optional[Callable[[], bool]] = None
+        # Where a float16 autocast region was entered with gradients on, since the last backward.
+        self.fp16_autocast: Optional[tuple] = None
 
     def backward(self, scaled: bool) -> None:
         if self.backwards and self.fetches != self.fetches_at_backward:

@@ -82,13 +82,13 @@ def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
         if site.name != "eval" or site.call.args or site.receiver is None:
             continue
         fn = site.function
-        if fn is None or ctx.sites.trains(fn) or _no_grad_function(ctx, fn):
+        if fn is None or ctx.sites.trains(fn) or no_grad_function(ctx, fn):
             continue
         model = site.receiver
         for forward in ctx.sites.in_function(fn):
             if dotted(forward.call.func) != model or not forward.loops or id(forward.call) in reported:
                 continue
-            if any(_is_no_grad(ctx, w) for w in forward.withs):
+            if any(is_no_grad(ctx, w) for w in forward.withs):
                 continue
             if ctx.sites.statement_order.get(id(forward.statement), -1) < ctx.sites.statement_order.get(id(site.statement), -1):
                 continue
@@ -102,13 +102,13 @@ def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
             break
 
 
-def _is_no_grad(ctx: Context, item: cst.BaseExpression) -> bool:
+def is_no_grad(ctx: Context, item: cst.BaseExpression) -> bool:
     call = item if isinstance(item, cst.Call) else None
     name = (dotted(call.func if call else item) or "").rsplit(".", 1)[-1]
     return name in _NO_GRAD
 
 
-def _no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
+def no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
     """Decorated with @torch.no_grad()/@inference_mode(), or only called under such a context."""
     for decorator in fn.node.decorators:
         target = decorator.decorator
@@ -119,8 +119,8 @@ def _no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
     if not callers or depth > 3:
         return False
     return all(
-        any(_is_no_grad(ctx, w) for w in caller.withs)
-        or (caller.function is not None and _no_grad_function(ctx, caller.function, depth + 1))
+        any(is_no_grad(ctx, w) for w in caller.withs)
+        or (caller.function is not None and no_grad_function(ctx, caller.function, depth + 1))
         for caller in callers
     )
 

@@ -10,6 +10,7 @@ from ..calls import arg, literal_str
 from ..names import dotted
 from ..roles import SCALER
 from . import Context, Match
+from .loops import is_no_grad, no_grad_function
 
 
 _SCALER = re.compile(r"scaler", re.IGNORECASE)
@@ -48,13 +49,22 @@ def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
         # the function must (a train_step).
         training = ctx.sites.in_training_loop(site) if site.loops else (
             site.function is not None and ctx.sites.trains(site.function))
-        if not training:
+        if not training or _gradient_free(ctx, site):
             continue  # autocast for inference only
         yield Match("TL401", site.call, lambda line_of, c=site.call: (
             f"{ctx.label(c)} runs the forward in float16 and gradients are computed with no "
             f"GradScaler: small gradients underflow to zero in fp16, so layers silently stop "
             f"learning (and overflow gives inf); use torch.amp.GradScaler, or bfloat16."
         ))
+
+
+def _gradient_free(ctx: Context, site) -> bool:
+    """Under no_grad()/inference_mode(): in the same with statement, an enclosing one, or a
+    function that only runs that way (an evaluation pass inside a training loop)."""
+    items = [item.item for item in site.statement.items] + list(site.withs)
+    if any(is_no_grad(ctx, item) for item in items):
+        return True
+    return site.function is not None and no_grad_function(ctx, site.function)
 
 
 def _is_with_item(site) -> bool:
