@@ -74,7 +74,7 @@ class Guard:
             if self._depth:
                 return
             try:
-                HUB.detach(self)
+                HUB.detach(self, finished=exc_type is None)
             finally:
                 # An enclosing warn-mode guard prints the summary that covers this one.
                 summarise = self.mode == "warn" and not any(g.mode == "warn" for g in HUB.guards)

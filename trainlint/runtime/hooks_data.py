@@ -32,9 +32,16 @@ def install(patcher, hub) -> None:
 
     def next_wrapper(original):
         def __next__(self):
-            if hub.active:
-                hub.stream().fetches += 1
-            return original(self)
+            if not hub.active:
+                return original(self)
+            stream = hub.stream()
+            try:
+                batch = original(self)
+            except StopIteration:
+                hub.notify("loader_end", stream)
+                raise
+            stream.fetches += 1
+            return batch
 
         return __next__
 

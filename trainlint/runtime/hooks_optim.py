@@ -32,6 +32,8 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
     accum = stream.backwards if stream.multi_batch else None
     boundary = stream.end_window()
     stream.steps += 1
+    stream.accumulating = stream.accumulating or boundary
+    stream.last_step_site = site
     cache = hub.cache("optimizer_step")
     key = (site, id(optimizer), boundary, via_scaler, manages_grads, accum)
     event = cache.get(key) or hub.event(
@@ -103,6 +105,8 @@ def install(patcher, hub) -> None:
                     steps, key, EventKind.SCHEDULER_STEP, "scheduler.step()", site, target=target(self),
                     optimizer=target(optimizer), cadence=CADENCE_METRIC if metric else None,
                 ))
+                if not metric:
+                    hub.notify("scheduler_step", stream, self, site)
                 return original(self, *args, **kwargs)
             finally:
                 stream.busy.discard("scheduler")

@@ -62,12 +62,23 @@ class Hub:
             self.guards.append(guard)
             self._update_wanted()
 
-    def detach(self, guard) -> None:
+    def detach(self, guard, finished: bool = True) -> None:
+        """``finished``: the guarded code ran to its end (no exception), so checks that can only
+        conclude at the end of a run (a last accumulation window, a schedule's coverage) do."""
         with self.lock:
-            self.guards.remove(guard)
-            self._update_wanted()
-            if not self.guards:
-                self._uninstall()
+            verdict = None
+            try:
+                if finished and self.guards == [guard]:
+                    self.notify("end", self.stream())
+            except TrainingInvariantError as exc:  # raise mode: raised once the hooks are gone
+                verdict = exc
+            finally:
+                self.guards.remove(guard)
+                self._update_wanted()
+                if not self.guards:
+                    self._uninstall()
+            if verdict is not None:
+                raise verdict
 
     def _update_wanted(self) -> None:
         self.wanted = frozenset().union(*(g.rules for g in self.guards))

@@ -27,7 +27,8 @@ FLOW_RULES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL201", "TL
 # family of rules each (their ``RULES``). Adding a runtime check is adding a module to CHECK_MODULES.
 HOOK_MODULES = ("hooks_optim", "hooks_grads", "hooks_amp", "hooks_data", "hooks_parallel")
 CHECK_MODULES = (
-    "check_attention", "check_loss", "check_modes", "check_nonfinite", "check_optimizer", "check_precision", "check_save",
+    "check_attention", "check_loss", "check_modes", "check_nonfinite", "check_optimizer", "check_precision", "check_remainder",
+    "check_save", "check_schedule",
 )
 
 Selectors = Union[None, str, Iterable[str]]

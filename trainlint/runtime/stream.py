@@ -10,6 +10,7 @@ class Stream:
     __slots__ = (
         "session", "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
+        "accumulating", "last_step_site",
     )
 
     def __init__(self, session: int, state: tuple) -> None:
@@ -29,6 +30,8 @@ class Stream:
         self.pending_sync: Optional[Callable[[], bool]] = None
         # Where a float16 autocast region was entered with gradients on, since the last backward.
         self.fp16_autocast: Optional[tuple] = None
+        self.accumulating = False  # some optimizer step accumulated several batches
+        self.last_step_site: Optional[tuple] = None
 
     def backward(self, scaled: bool) -> None:
         if self.backwards and self.fetches != self.fetches_at_backward:

@@ -99,6 +99,13 @@ def params_owner(node: Optional[cst.CSTNode]) -> Optional[str]:
     return ".".join(common) or None
 
 
+def _horizon_cadence(horizon: Optional[cst.BaseExpression]) -> Optional[str]:
+    """A horizon that is plainly a number of epochs (``T_max=epochs``, ``args.num_epochs``) makes an
+    epoch schedule; anything computed (``epochs * len(loader)``) is left undecided."""
+    name = (dotted(horizon) or "").rsplit(".", 1)[-1] if horizon is not None else ""
+    return CADENCE_EPOCH if "epoch" in name.lower() else None
+
+
 def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
     """The role of the object a call constructs, judged by what the callee resolves to."""
     qualified = imports.qualify(call.func) or ""
@@ -109,6 +116,8 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
     # Unresolved names (star imports, re-exports) are accepted for distinctive class names only.
     if last in _SCHEDULER_CADENCE and (not resolved or "lr_scheduler" in qualified or qualified.startswith("torch.optim")):
         cadence = _SCHEDULER_CADENCE[last]
+        if last == "CosineAnnealingLR":
+            cadence = _horizon_cadence(arg(call, 1, "T_max"))
         return Role(SCHEDULER, cadence=cadence, optimizer=dotted(arg(call, 0, "optimizer") or cst.Name("_")))
     if _HF_SCHEDULE.match(last) and (not resolved or qualified.startswith(("transformers", "diffusers"))):
         return Role(SCHEDULER, cadence=CADENCE_BATCH, optimizer=dotted(arg(call, 1 if last == "get_scheduler" else 0, "optimizer") or cst.Name("_")))

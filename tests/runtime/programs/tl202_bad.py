@@ -1,0 +1,18 @@
+"""TL202: the boundary ignores the loader's length: 5 batches, k = 2, the 5th is never stepped."""
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(TensorDataset(torch.randn(40, 8), torch.randint(0, 2, (40,))), batch_size=8)
+accum_steps = 2
+
+for epoch in range(2):
+    for i, (x, y) in enumerate(loader):
+        loss = F.cross_entropy(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:  # expect: TL202
+            optimizer.step()
+            optimizer.zero_grad()
