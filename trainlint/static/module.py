@@ -106,6 +106,9 @@ class ModuleModel:
             (func.aug_assigns if func else self.module_aug_assigns).append(small)
         elif isinstance(small, cst.Return) and func is not None and small.value is not None:
             func.returns.append(small.value)
+        elif isinstance(small, cst.Expr) and _shards_in_place(small.value):
+            # FSDP2's fully_shard(model) wraps the module in place: as if `model = fully_shard(model)`.
+            self._assign(func, small.value.args[0].value, small.value)
 
     def _assign(self, func: Optional[Function], target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         (func.assigns if func else self.module_assigns).append((target, value))
@@ -241,3 +244,10 @@ def _child_blocks(stmt: cst.CSTNode) -> Iterator[Body]:
         yield block(handler.body)
     for case in getattr(stmt, "cases", ()) or ():
         yield block(case.body)
+
+
+def _shards_in_place(value: cst.BaseExpression) -> bool:
+    return (
+        isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None
+        and (dotted(value.func) or "").rsplit(".", 1)[-1] == "fully_shard" and dotted(value.args[0].value) is not None
+    )

@@ -1,0 +1,30 @@
+"""TL203 clean twin: micro-steps run forward and backward inside no_sync(); the boundary syncs."""
+import contextlib
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+dataset = TensorDataset(torch.randn(64, 8), torch.randint(0, 2, (64,)))
+sampler = DistributedSampler(dataset, shuffle=True)
+loader = DataLoader(dataset, batch_size=4, sampler=sampler)
+accum_steps = 2
+
+for epoch in range(2):
+    sampler.set_epoch(epoch)
+    for i, (x, y) in enumerate(loader):
+        boundary = (i + 1) % accum_steps == 0 or i + 1 == len(loader)
+        with contextlib.nullcontext() if boundary else model.no_sync():
+            loss = F.cross_entropy(model(x), y) / accum_steps
+            loss.backward()
+        if boundary:
+            optimizer.step()
+            optimizer.zero_grad()
+dist.destroy_process_group()
