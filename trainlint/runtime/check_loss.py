@@ -2,6 +2,7 @@
 log_softmax, or the input of nll_loss by log(softmax(x)), as its autograd node shows."""
 from __future__ import annotations
 
+from .settle import Settled
 from .sites import user_site
 
 RULES = ("TL801",)
@@ -30,14 +31,17 @@ def install(patcher, hub) -> None:
     import torch
     import torch.nn.functional as F
 
+    inputs = Settled()  # what produced the loss input at each call site
+
     def wrapper(label: str, squashed_by):
         def make(original):
             def loss(input, *args, **kwargs):
                 # Compiled code keeps the original: tracing this wrapper would only break the graph.
                 if not torch.compiler.is_compiling() and hub.active and hub.wants("TL801"):
-                    what = squashed_by(input)
+                    site = user_site()
+                    what = inputs.get((site, label), lambda: squashed_by(input))
                     if what:
-                        hub.found("TL801", user_site(), lambda: (
+                        hub.found("TL801", site, lambda: (
                             f"{label} receives the output of {what}, but cross-entropy applies "
                             f"log_softmax itself: the logits are squashed twice, gradients shrink as "
                             f"predictions sharpen and training stalls at a worse loss; pass the raw "

@@ -22,8 +22,8 @@ def install(patcher, hub) -> None:
 
     def train_wrapper(original):
         def train(self, mode=True):
-            if hub.active and "train" not in hub.stream().busy:  # not the recursion into children
-                stream = hub.stream()
+            stream = hub.stream() if hub.active else None
+            if stream is not None and "train" not in stream.busy:  # not the recursion into children
                 stream.busy.add("train")
                 try:
                     if mode:
@@ -50,7 +50,9 @@ def install(patcher, hub) -> None:
         verdicts[key] = (weakref.ref(module), weakref.ref(optimizer), verdict)
         return verdict
 
-    def on_step(optimizer, site, backward_ran: bool) -> None:
+    def on_step(stream, optimizer, site, backward_ran: bool) -> None:
+        if not evaluating:  # the usual case, checked every step: nothing left in eval mode
+            return
         for module, eval_site in list(evaluating.items()):
             if module.training:  # put back in train mode some other way (a parent's train())
                 evaluating.pop(module, None)

@@ -15,7 +15,7 @@ def install(patcher, hub) -> None:
         if not isinstance(tensor, torch.Tensor):
             return None
         try:
-            return tensor.item()
+            return tensor.detach().item()  # detached: reading a value must not warn about autograd
         except RuntimeError:  # not a single value (a backward with explicit gradients)
             return None
 

@@ -27,7 +27,7 @@ def install(patcher, hub) -> None:
 
     patcher.wrap(torch.optim.Optimizer, "__init__", init_wrapper)
 
-    def on_step(optimizer, site, backward_ran: bool) -> None:
+    def on_step(stream, optimizer, site, backward_ran: bool) -> None:
         seen = checked.get(id(optimizer))
         if seen is not None and seen() is optimizer:
             return

@@ -41,8 +41,8 @@ def install(patcher, hub) -> None:
         if stream.accumulating and stream.backwards and stream.last_step_site is not None:
             pending[id(stream)] = (stream.last_step_site, stream.backwards)
 
-    def on_step(optimizer, site, backward_ran: bool) -> None:
-        pending.pop(id(hub.stream()), None)  # the remainder was stepped after the loop
+    def on_step(stream, optimizer, site, backward_ran: bool) -> None:
+        pending.pop(id(stream), None)  # the remainder was stepped after the loop
 
     def report(stream) -> None:
         entry = pending.pop(id(stream), None)

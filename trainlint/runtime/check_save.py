@@ -55,7 +55,7 @@ def install(patcher, hub) -> None:
 
         return save
 
-    def on_step(optimizer, site, backward_ran: bool) -> None:
+    def on_step(stream, optimizer, site, backward_ran: bool) -> None:
         while pending:
             saved_at = next(iter(pending))
             del pending[saved_at]

@@ -42,25 +42,25 @@ class _Track:
 
 
 def install(patcher, hub) -> None:
-    tracks: dict = {}  # id(scheduler) -> _Track
+    from torch.optim import lr_scheduler as s
+
+    tracks: dict = {}  # id(scheduler) -> _Track (horizon 0: nothing to check, remembered as such)
 
     def on_scheduler_step(stream, scheduler, site) -> None:
         track = tracks.get(id(scheduler))
         if track is None or track.scheduler() is not scheduler:
-            span = horizon(scheduler)
-            if not span or span <= 1:
-                return
             if len(tracks) >= 64:
                 tracks.clear()
+            span = horizon(scheduler) or 0
             # Optimizer steps before the first scheduler step belong to it (a step, then its step).
-            track = tracks[id(scheduler)] = _Track(scheduler, span, stream.steps - 1, site)
+            track = tracks[id(scheduler)] = _Track(scheduler, span if span > 1 else 0, stream.steps - 1, site)
+        if not track.horizon:
+            return
         track.steps += 1
         track.site = site
         optimizer_steps = stream.steps - track.first_opt_step
         # Past the horizon, stepped about once per optimizer step: an epoch horizon run per batch.
         # A warmup (LinearLR) that ends and stays flat is fine; a cosine or one-cycle is not.
-        from torch.optim import lr_scheduler as s
-
         cycles = isinstance(scheduler, (s.CosineAnnealingLR, s.OneCycleLR))
         if cycles and not track.overrun and track.steps > track.horizon and optimizer_steps <= 1.5 * track.steps:
             track.overrun = True
@@ -78,7 +78,7 @@ def install(patcher, hub) -> None:
             optimizer_steps = stream.steps - track.first_opt_step
             # Several optimizer steps per scheduler step, a horizon about the run's optimizer
             # steps, and less than half of it covered: a per-step schedule stepped per epoch.
-            if (track.steps >= 2 and optimizer_steps >= 2 * track.steps
+            if (track.horizon and track.steps >= 2 and optimizer_steps >= 2 * track.steps
                     and 2 * track.steps <= track.horizon and 2 * optimizer_steps >= track.horizon):
                 name, span, done = track.name, track.horizon, track.steps
                 hub.found("TL601", track.site, lambda: (

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional, Tuple
 from ..events import LOSS_DIVIDED, LOSS_MEAN, LOSS_SUM, LOSS_UNKNOWN, EventKind
 from .hooks_parallel import flush_pending_forward
 from .patches import inner_cell
+from .settle import Settled
 from .sites import user_site
 
 # Autograd nodes a loss passes through unchanged in value (casts, copies, views).
@@ -42,7 +43,13 @@ def loss_kind(grad_fn: Any) -> str:
     return _REDUCTIONS.get(getattr(grad_fn, "_saved_reduction", None), LOSS_UNKNOWN)
 
 
-def classify(hub, tensors: Any) -> Tuple[bool, str, Optional[Any]]:
+def _scaled_loss_kind(tensor: Any) -> str:
+    """Looking through the multiplication by the scale that GradScaler.scale added."""
+    grad_fn = tensor.grad_fn
+    return loss_kind(grad_fn.next_functions[0][0] if grad_fn is not None else None)
+
+
+def classify(hub, tensors: Any, site, kinds: Settled) -> Tuple[bool, str, Optional[Any]]:
     """(went through GradScaler.scale, loss kind, the unscaled loss tensor if still alive)."""
     import torch
 
@@ -52,12 +59,9 @@ def classify(hub, tensors: Any) -> Tuple[bool, str, Optional[Any]]:
         else:
             return False, LOSS_UNKNOWN, None  # several roots, or a GradientEdge
     entry = hub.scaled.get(id(tensors))
-    grad_fn = tensors.grad_fn
     if entry is not None and entry[0]() is tensors:
-        # Look through the multiplication by the scale that GradScaler.scale added.
-        inner = grad_fn.next_functions[0][0] if grad_fn is not None else None
-        return True, loss_kind(inner), entry[1]()
-    return False, loss_kind(grad_fn), tensors
+        return True, kinds.get((site, True), lambda: _scaled_loss_kind(tensors)), entry[1]()
+    return False, kinds.get((site, False), lambda: loss_kind(tensors.grad_fn)), tensors
 
 
 def _returned_norm(result, args, kwargs):
@@ -102,6 +106,7 @@ def install(patcher, hub) -> None:
     from torch.nn.utils import clip_grad
 
     backwards = hub.cache("backward")
+    kinds = Settled()  # how the loss at each backward() line is reduced
 
     def backward_wrapper(original):
         def backward(tensors, *args, **kwargs):
@@ -111,7 +116,7 @@ def install(patcher, hub) -> None:
                 return original(tensors, *args, **kwargs)
             stream = hub.stream()
             site = user_site()
-            scaled, loss, unscaled = classify(hub, tensors)
+            scaled, loss, unscaled = classify(hub, tensors, site, kinds)
             label = "scaler.scale(loss).backward()" if scaled else "loss.backward()"
             stream.backward(scaled)
             flush_pending_forward(hub, stream, site)

@@ -42,7 +42,7 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
         accum=None if accum is None else str(accum),
     )
     hub.feed(stream, event)
-    hub.notify("optimizer_step", optimizer, site, backward_ran)
+    hub.notify("optimizer_step", stream, optimizer, site, backward_ran)
 
 
 def install(patcher, hub) -> None:
