@@ -1,6 +1,7 @@
 """Events of the optimizer and its schedule: OPTIMIZER_STEP, ZERO_GRAD, SCHEDULER_STEP."""
 from __future__ import annotations
 
+import weakref
 from typing import Any, Iterator, Optional
 
 from ..events import CADENCE_METRIC, EventKind
@@ -35,6 +36,7 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
     stream.accumulating = stream.accumulating or boundary
     stream.last_step_site = site
     cache = hub.cache("optimizer_step")
+    stream.stepping = optimizer
     key = (site, id(optimizer), boundary, via_scaler, manages_grads, accum)
     event = cache.get(key) or hub.event(
         cache, key, EventKind.OPTIMIZER_STEP, "scaler.step(optimizer)" if via_scaler else "optimizer.step()", site,
@@ -45,10 +47,42 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
     hub.notify("optimizer_step", stream, optimizer, site, backward_ran)
 
 
+def grads_accumulated_across_steps(samples: "weakref.WeakKeyDictionary"):
+    """TL105's confirmation: no zero_grad() ran between two steps, but gradients may still have been
+    cleared another way (``p.grad = None``, ``p.grad.zero_()``). They were not if a sample gradient
+    is the same tensor as at the last step and changed only by the backward passes since (each one
+    accumulates into it in place: one version bump each)."""
+
+    def confirm(stream) -> bool:
+        optimizer = stream.stepping
+        previous = samples.get(optimizer)
+        current = _sample_grad(optimizer, stream)
+        samples[optimizer] = current
+        if previous is None or current is None:
+            return False
+        grad_ref, version, backwards = previous
+        grad = grad_ref()
+        return grad is not None and grad is current[0]() and grad._version - version == stream.backward_total - backwards
+
+    return confirm
+
+
+def _sample_grad(optimizer, stream):
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            grad = param.grad
+            if grad is not None:
+                return weakref.ref(grad), grad._version, stream.backward_total
+            return None
+    return None
+
+
 def install(patcher, hub) -> None:
     import torch
     from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
     from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    hub.confirm["TL105"] = grads_accumulated_across_steps(weakref.WeakKeyDictionary())
 
     def pre_hook(optimizer, args, kwargs):
         # Every Optimizer subclass's step() runs the global pre-hooks, however it is called.

@@ -53,6 +53,9 @@ class Hub:
         self.rules: Dict[str, object] = {}  # id -> RuleInfo, read from the catalog once per session
         self.names: Dict[str, str] = {}  # "id:123" -> how messages call that object ("train_sampler")
         self.scaled: Dict[int, tuple] = {}  # id(tensor from GradScaler.scale) -> (weakref, weakref to loss)
+        # rule -> check of a live value that must also hold before the checker's verdict is a finding
+        # (what events cannot show, e.g. gradients cleared by `p.grad = None` rather than zero_grad()).
+        self.confirm: Dict[str, Callable[[Stream], bool]] = {}
 
     # ------------------------------------------------------------------ guards
     def attach(self, guard) -> None:
@@ -117,7 +120,7 @@ class Hub:
         for cache in self._caches.values():
             cache.clear()
         for table in (self._observers, self._notified, self._caches, self._events, self._memo, self._states,
-                      self._messages, self.names, self.scaled):
+                      self._messages, self.names, self.scaled, self.confirm):
             table.clear()
         if patcher is not None:
             patcher.restore()
@@ -172,6 +175,9 @@ class Hub:
         stream.state = transition[2]
         for violation in transition[3]:
             if violation.rule in self.wanted:
+                confirm = self.confirm.get(violation.rule)
+                if confirm is not None and not confirm(stream):
+                    continue
                 self.found(violation.rule, violation.at.site, lambda v=violation: self._render(v))
 
     def _render(self, violation: checker.Violation) -> str:

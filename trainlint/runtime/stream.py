@@ -10,7 +10,7 @@ class Stream:
     __slots__ = (
         "session", "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
-        "accumulating", "last_step_site",
+        "accumulating", "last_step_site", "backward_total", "stepping",
     )
 
     def __init__(self, session: int, state: tuple) -> None:
@@ -32,11 +32,14 @@ class Stream:
         self.fp16_autocast: Optional[tuple] = None
         self.accumulating = False  # some optimizer step accumulated several batches
         self.last_step_site: Optional[tuple] = None
+        self.backward_total = 0  # backward passes so far (never reset)
+        self.stepping: Optional[object] = None  # the optimizer whose step is being checked
 
     def backward(self, scaled: bool) -> None:
         if self.backwards and self.fetches != self.fetches_at_backward:
             self.multi_batch = True
         self.backwards += 1
+        self.backward_total += 1
         self.fetches_at_backward = self.fetches
         self.scaled = self.scaled or scaled
 
