@@ -255,7 +255,7 @@ def test_rules_table_columns_and_json():
     table = run("rules").stdout.splitlines()
     assert table[0].split() == ["id", "name", "severity", "autofix", "runtime", "summary"]
     tl101 = next(line for line in table if line.startswith("TL101"))
-    assert tl101.split()[:5] == ["TL101", "clip-after-step", "error", "yes", "no"]
+    assert tl101.split()[:5] == ["TL101", "clip-after-step", "error", "yes", "yes"]
     entries = json.loads(run("rules", "--format", "json").stdout)
     assert [e["id"] for e in entries] == list(load_catalog())
     assert set(entries[0]) == {"id", "name", "severity", "summary", "autofix", "runtime_confirmed", "opt_in", "static"}

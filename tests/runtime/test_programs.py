@@ -49,3 +49,11 @@ def test_every_runtime_rule_has_a_bad_and_a_good_program():
     names = [p.name for p in ALL_PROGRAMS]
     for rule in sorted(checkable() - {"TL203", "TL305"}):
         assert any(n.startswith(rule.lower() + "_good") for n in names), f"{rule}: no clean twin"
+
+
+def test_catalog_says_which_rules_the_guard_confirms():
+    """`runtime_confirmed` in the catalog is exactly the set of rules the guard checks (and the
+    programs above cover), so `trainlint explain` and the docs cannot drift from the guard."""
+    from trainlint.catalog import load_catalog
+
+    assert {r.id for r in load_catalog().values() if r.runtime_confirmed} == set(checkable())
