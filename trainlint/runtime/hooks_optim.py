@@ -1,11 +1,12 @@
 """Events of the optimizer and its schedule: OPTIMIZER_STEP, ZERO_GRAD, SCHEDULER_STEP."""
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any, Iterator, Optional
 
 from ..events import CADENCE_METRIC, EventKind
-from .sites import user_site
+from .sites import user_frame, user_site
 from .stream import Stream
 
 
@@ -22,6 +23,25 @@ def subclasses(cls: type) -> Iterator[type]:
             seen.add(current)
             yield current
             todo.extend(current.__subclasses__())
+
+
+def call_warning_at_user_line(original, self, args, kwargs):
+    """Run a scheduler's step() so that PyTorch's own warnings from it (the first-step order check,
+    the deprecated epoch argument) point at the user's line: they use stacklevel=2, which would
+    otherwise name this wrapper. Filters still apply where PyTorch warns; the caught warnings are
+    issued again at the user's line, where the user's filters and once-registries decide."""
+    with warnings.catch_warnings(record=True) as caught:
+        result = original(self, *args, **kwargs)
+    frame = user_frame()
+    for warning in caught:
+        if frame is None:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        else:
+            warnings.warn_explicit(
+                warning.message, warning.category, frame.f_code.co_filename, frame.f_lineno,
+                registry=frame.f_globals.setdefault("__warningregistry__", {}), module_globals=frame.f_globals,
+            )
+    return result
 
 
 def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
@@ -141,6 +161,11 @@ def install(patcher, hub) -> None:
                 ))
                 if not metric:
                     hub.notify("scheduler_step", stream, self, site)
+                # The only calls PyTorch warns on: the first step, and an explicit epoch (for
+                # ReduceLROnPlateau the argument is the metric, its normal use).
+                may_warn = getattr(self, "_step_count", None) == 1 or args or kwargs
+                if may_warn and not isinstance(self, ReduceLROnPlateau):
+                    return call_warning_at_user_line(original, self, args, kwargs)
                 return original(self, *args, **kwargs)
             finally:
                 stream.busy.discard("scheduler")
