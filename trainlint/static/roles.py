@@ -106,6 +106,13 @@ def _horizon_cadence(horizon: Optional[cst.BaseExpression]) -> Optional[str]:
     return CADENCE_EPOCH if "epoch" in name.lower() else None
 
 
+def _counts_iterations(horizon: Optional[cst.BaseExpression]) -> bool:
+    """``StepLR(opt, step_size=args.decay_iters)``: decay points counted in iterations make a
+    per-batch schedule, whatever the class is usually used for."""
+    names = [dotted(sub) or "" for sub in walk(horizon) if isinstance(sub, (cst.Name, cst.Attribute))] if horizon is not None else []
+    return any("iter" in name.rsplit(".", 1)[-1].lower() for name in names)
+
+
 def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
     """The role of the object a call constructs, judged by what the callee resolves to."""
     qualified = imports.qualify(call.func) or ""
@@ -118,6 +125,8 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
         cadence = _SCHEDULER_CADENCE[last]
         if last == "CosineAnnealingLR":
             cadence = _horizon_cadence(arg(call, 1, "T_max"))
+        elif last in ("StepLR", "MultiStepLR") and _counts_iterations(arg(call, 1, "step_size" if last == "StepLR" else "milestones")):
+            cadence = None
         return Role(SCHEDULER, cadence=cadence, optimizer=dotted(arg(call, 0, "optimizer") or cst.Name("_")))
     if _HF_SCHEDULE.match(last) and (not resolved or qualified.startswith(("transformers", "diffusers"))):
         return Role(SCHEDULER, cadence=CADENCE_BATCH, optimizer=dotted(arg(call, 1 if last == "get_scheduler" else 0, "optimizer") or cst.Name("_")))
