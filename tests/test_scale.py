@@ -83,3 +83,11 @@ def test_cache_directory_marks_itself(tmp_path, monkeypatch):
     run_json(write(tmp_path, "train.py", BOTH))
     assert (cache_dir / ".gitignore").read_text().strip().endswith("*")
     assert cache_module.cache_dir(tmp_path) == cache_dir
+
+
+def test_cache_key_covers_trainlint_code(monkeypatch):
+    # An analyzer edited in a checkout (same version string) must not reuse the old code's results.
+    args = (b"x = 1\n", "py", frozenset({"TL101"}), {})
+    before = cache_module.key(*args)
+    monkeypatch.setattr(cache_module, "_code_fingerprint", lambda: "edited")
+    assert cache_module.key(*args) != before

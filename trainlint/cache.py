@@ -6,6 +6,7 @@ unreadable or unexpected in the cache is a miss, never an error.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,9 +31,24 @@ def _catalog_fingerprint() -> str:
     return ",".join(f"{r.id}:{r.name}:{r.severity}" for r in load_catalog().values())
 
 
+@functools.lru_cache(maxsize=1)
+def _code_fingerprint() -> str:
+    """Size and mtime of trainlint's own modules: an edited or reinstalled analyzer (a git checkout
+    between releases keeps the version) must not be answered from results of the old code."""
+    package = Path(__file__).resolve().parent
+    stats = []
+    for module in sorted(package.rglob("*.py")):
+        try:
+            info = module.stat()
+        except OSError:
+            continue
+        stats.append(f"{module.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}")
+    return hashlib.sha256("\n".join(stats).encode()).hexdigest()
+
+
 def key(data: bytes, kind: str, rules: frozenset, severity: dict) -> str:
     digest = hashlib.sha256()
-    for part in (f"v{FORMAT}", __version__, _catalog_fingerprint(), kind, ",".join(sorted(rules)), json.dumps(severity, sort_keys=True)):
+    for part in (f"v{FORMAT}", __version__, _code_fingerprint(), _catalog_fingerprint(), kind, ",".join(sorted(rules)), json.dumps(severity, sort_keys=True)):
         digest.update(part.encode())
         digest.update(b"\0")
     digest.update(data)
