@@ -11,6 +11,7 @@ breaks one of these (see BUGS).
 """
 import argparse
 import contextlib
+import gc
 import os
 
 import torch
@@ -104,8 +105,12 @@ def main():
     assert all(torch.equal(gathered[0], other) for other in gathered[1:]), "ranks diverged"
     if dist.get_rank() == 0:
         print("mean loss per epoch (rank 0): " + " ".join(f"{loss:.4f}" for loss in epoch_losses))
-    if args.bug is None:
+    if args.bug is None and args.epochs > 1:
         assert epoch_losses[-1] < epoch_losses[0], "the clean run did not learn"
+    # Free DDP (its reducer holds gloo work) before the group: torch 2.13 gloo otherwise aborts at
+    # exit in about 1 run in 10 ("terminate called without an active exception").
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 
