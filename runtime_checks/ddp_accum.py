@@ -12,7 +12,6 @@ breaks one of these (see BUGS).
 import argparse
 import contextlib
 import gc
-import os
 
 import torch
 import torch.distributed as dist
@@ -20,6 +19,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+import process_group  # runtime_checks/process_group.py
 
 BUGS = {
     "no-no-sync": ("TL203",),
@@ -39,22 +40,6 @@ def parse_args():
     return parser.parse_args()
 
 
-def setup(device_type):
-    """One thread per process on CPU (gloo crawls otherwise); NCCL when every rank has its own GPU."""
-    rank = int(os.environ["LOCAL_RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    if device_type == "cuda":
-        count = torch.cuda.device_count()
-        device = torch.device("cuda", rank % count)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if count >= world else "gloo")
-    else:
-        torch.set_num_threads(1)
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
-    return device
-
-
 def dataset():
     """A noisy linear regression, the same on every rank (seeded), sharded by the sampler."""
     generator = torch.Generator().manual_seed(0)
@@ -65,7 +50,7 @@ def dataset():
 
 def main():
     args = parse_args()
-    device = setup(args.device)
+    device = process_group.init(args.device)
     torch.manual_seed(0)
     model = DDP(nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1)).to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)

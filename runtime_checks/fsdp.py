@@ -9,7 +9,6 @@ on for the boundary, and clips the sharded gradients before each step. Each --bu
 these (see BUGS).
 """
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
@@ -18,6 +17,8 @@ import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+import process_group  # runtime_checks/process_group.py
 
 BUGS = {
     "optimizer-before-shard": ("TL305",),
@@ -33,21 +34,6 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=12, help="optimizer steps")
     parser.add_argument("--bug", choices=sorted(BUGS))
     return parser.parse_args()
-
-
-def setup(device_type):
-    """One thread per process on CPU (gloo crawls otherwise); NCCL when every rank has its own GPU."""
-    rank, world = int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
-    if device_type == "cuda":
-        count = torch.cuda.device_count()
-        device = torch.device("cuda", rank % count)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if count >= world else "gloo")
-    else:
-        torch.set_num_threads(1)
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
-    return device, init_device_mesh(device.type, (world,))
 
 
 class Block(nn.Module):
@@ -89,7 +75,8 @@ def param_groups(model):
 
 def main():
     args = parse_args()
-    device, mesh = setup(args.device)
+    device = process_group.init(args.device)
+    mesh = init_device_mesh(device.type, (dist.get_world_size(),))
     torch.manual_seed(0)
     model = Model().to(device)
     if args.bug == "optimizer-before-shard":
