@@ -7,13 +7,19 @@ from pathlib import Path
 import pytest
 
 from fixture_expectations import expected_findings
+from trainlint.catalog import load_catalog
 from trainlint.runtime.command import run_script
 from trainlint.runtime.guard import Guard
 from trainlint.runtime.rules import checkable
 from trainlint.static.analyzer import analyze
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
-ALL_PROGRAMS = sorted(PROGRAMS.glob("*.py"))
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+# Fixtures of runtime-only rules (TL810) are runtime programs too: the guard checks their expectations.
+RUNTIME_ONLY_FIXTURES = sorted(
+    p for rule in sorted(r.id for r in load_catalog().values() if not r.static) for p in (FIXTURES / rule).glob("*.py")
+)
+ALL_PROGRAMS = sorted(PROGRAMS.glob("*.py")) + RUNTIME_ONLY_FIXTURES
 
 
 def runtime_findings(path: Path) -> set:
@@ -25,14 +31,18 @@ def runtime_findings(path: Path) -> set:
     return {(f.line, f.rule) for f in guard.findings}
 
 
-@pytest.mark.parametrize("path", ALL_PROGRAMS, ids=lambda p: p.name)
+def _name(path: Path) -> str:
+    return path.name if path.parent == PROGRAMS else f"{path.parent.name}/{path.name}"
+
+
+@pytest.mark.parametrize("path", ALL_PROGRAMS, ids=_name)
 def test_runtime_findings_match_expectations(path):
     expected = expected_findings(path.read_text(encoding="utf-8"))
     actual = runtime_findings(path)
     assert actual == expected, f"missed {sorted(expected - actual)}, unexpected {sorted(actual - expected)}"
 
 
-@pytest.mark.parametrize("path", ALL_PROGRAMS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL_PROGRAMS, ids=_name)
 def test_static_and_runtime_agree(path):
     """On the rules both sides check, one program gets one verdict (runtime-only rules aside)."""
     both = checkable() - {"TL810"}
@@ -42,13 +52,16 @@ def test_static_and_runtime_agree(path):
 
 
 def test_every_runtime_rule_has_a_bad_and_a_good_program():
-    """Here, or among the two-process programs of test_distributed.py (TL203, TL305)."""
+    """Here (programs/ and the fixtures of runtime-only rules), or among the two-process programs
+    of test_distributed.py (TL203, TL305)."""
     distributed = sorted((PROGRAMS.parent / "distributed").glob("*.py"))
     covered = {rule for p in ALL_PROGRAMS + distributed for _, rule in expected_findings(p.read_text(encoding="utf-8"))}
     assert covered == set(checkable())
-    names = [p.name for p in ALL_PROGRAMS]
+    names = [p.name for p in ALL_PROGRAMS if p.parent == PROGRAMS]
     for rule in sorted(checkable() - {"TL203", "TL305"}):
-        assert any(n.startswith(rule.lower() + "_good") for n in names), f"{rule}: no clean twin"
+        fixtures = [p.name for p in RUNTIME_ONLY_FIXTURES if p.parent.name == rule]
+        clean = any(n.startswith(rule.lower() + "_good") for n in names) or any(n.startswith("good_") for n in fixtures)
+        assert clean, f"{rule}: no clean twin"
 
 
 def test_catalog_says_which_rules_the_guard_confirms():
