@@ -2,11 +2,10 @@
 log_softmax, or the input of nll_loss by log(softmax(x)), as its autograd node shows."""
 from __future__ import annotations
 
-from .settle import Settled
 from .sites import user_site
 
 RULES = ("TL801",)
-_SOFTMAX = frozenset({"SoftmaxBackward0", "LogSoftmaxBackward0"})
+_SQUASHED_BY = {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log_softmax"}
 
 
 def _producer(grad_fn) -> str:
@@ -15,8 +14,7 @@ def _producer(grad_fn) -> str:
 
 def _cross_entropy_input(tensor) -> str:
     """What squashed a cross_entropy input, or ""."""
-    name = _producer(getattr(tensor, "grad_fn", None))
-    return {"SoftmaxBackward0": "softmax", "LogSoftmaxBackward0": "log_softmax"}.get(name, "")
+    return _SQUASHED_BY.get(_producer(getattr(tensor, "grad_fn", None)), "")
 
 
 def _nll_input(tensor) -> str:
@@ -31,17 +29,16 @@ def install(patcher, hub) -> None:
     import torch
     import torch.nn.functional as F
 
-    inputs = Settled()  # what produced the loss input at each call site
-
     def wrapper(label: str, squashed_by):
         def make(original):
             def loss(input, *args, **kwargs):
                 # Compiled code keeps the original: tracing this wrapper would only break the graph.
-                if not torch.compiler.is_compiling() and hub.active and hub.wants("TL801"):
-                    site = user_site()
-                    what = inputs.get((site, label), lambda: squashed_by(input))
+                # The input's producer is read at every call (a fresh autograd node each step, a
+                # fraction of a microsecond); the call site is looked up only for a finding.
+                if hub.active and not torch.compiler.is_compiling() and hub.wants("TL801"):
+                    what = squashed_by(input)
                     if what:
-                        hub.found("TL801", site, lambda: (
+                        hub.found("TL801", user_site(), lambda: (
                             f"{label} receives the output of {what}, but cross-entropy applies "
                             f"log_softmax itself: the logits are squashed twice, gradients shrink as "
                             f"predictions sharpen and training stalls at a worse loss; pass the raw "

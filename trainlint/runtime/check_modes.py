@@ -22,7 +22,7 @@ def install(patcher, hub) -> None:
 
     def train_wrapper(original):
         def train(self, mode=True):
-            stream = hub.stream() if hub.active else None
+            stream = hub.streams.stream if hub.active else None
             if stream is not None and "train" not in stream.busy:  # not the recursion into children
                 stream.busy.add("train")
                 try:
@@ -30,6 +30,7 @@ def install(patcher, hub) -> None:
                         evaluating.pop(self, None)
                     else:
                         evaluating[self] = user_site()
+                        hub.wake(on_step)
                     return original(self, mode)
                 finally:
                     stream.busy.discard("train")
@@ -51,8 +52,7 @@ def install(patcher, hub) -> None:
         return verdict
 
     def on_step(stream, optimizer, site, backward_ran: bool) -> None:
-        if not evaluating:  # the usual case, checked every step: nothing left in eval mode
-            return
+        # Awake only while some module is left in eval mode: steps in train mode pay nothing.
         for module, eval_site in list(evaluating.items()):
             if module.training:  # put back in train mode some other way (a parent's train())
                 evaluating.pop(module, None)
@@ -63,6 +63,8 @@ def install(patcher, hub) -> None:
                     f"its running statistics, so training silently changes regime after the first "
                     f"evaluation; call model.train() after evaluating."
                 ))
+        if not evaluating:
+            hub.rest(on_step)
 
     patcher.wrap(torch.nn.Module, "train", train_wrapper)
-    hub.observe("optimizer_step", RULES, on_step)
+    hub.observe("optimizer_step", RULES, on_step, awake=False)

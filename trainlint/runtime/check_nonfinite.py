@@ -15,7 +15,7 @@ def install(patcher, hub) -> None:
         if not isinstance(tensor, torch.Tensor):
             return None
         try:
-            return tensor.detach().item()  # detached: reading a value must not warn about autograd
+            return tensor.item()  # item(), unlike float(), does not warn about a tensor that requires grad
         except RuntimeError:  # not a single value (a backward with explicit gradients)
             return None
 

@@ -15,7 +15,7 @@ def install(patcher, hub) -> None:
     import torch
 
     built_at = weakref.WeakKeyDictionary()  # optimizer -> the user line that constructed it
-    checked = {}  # id(optimizer) -> weak reference: inspected already (a dict: this runs every step)
+    checked = {}  # id(optimizer) -> weak reference: inspected already
 
     def init_wrapper(original):
         def __init__(self, *args, **kwargs):
@@ -27,7 +27,7 @@ def install(patcher, hub) -> None:
 
     patcher.wrap(torch.optim.Optimizer, "__init__", init_wrapper)
 
-    def on_step(stream, optimizer, site, backward_ran: bool) -> None:
+    def on_new_step(stream, optimizer, site, backward_ran: bool) -> None:
         seen = checked.get(id(optimizer))
         if seen is not None and seen() is optimizer:
             return
@@ -55,4 +55,4 @@ def install(patcher, hub) -> None:
                     ))
                     break
 
-    hub.observe("optimizer_step", RULES, on_step)
+    hub.observe("new_optimizer_step", RULES, on_new_step)

@@ -18,7 +18,8 @@ def install(patcher, hub) -> None:
             # torch.cuda.amp.autocast and torch.cpu.amp.autocast enter through this method too.
             if (hub.active and not torch.compiler.is_compiling() and self._enabled
                     and self.fast_dtype == torch.float16 and torch.is_grad_enabled()):
-                hub.stream().fp16_autocast = user_site()
+                hub.streams.stream.fp16_autocast = user_site()
+                hub.wake(on_backward)  # a float16 run: from now on, every backward is checked
             return result
 
         return __enter__
@@ -34,4 +35,4 @@ def install(patcher, hub) -> None:
             ))
 
     patcher.wrap(autocast, "__enter__", enter_wrapper)
-    hub.observe("backward", RULES, on_backward)
+    hub.observe("backward", RULES, on_backward, awake=False)

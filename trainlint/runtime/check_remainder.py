@@ -40,9 +40,22 @@ def install(patcher, hub) -> None:
     def on_loader_end(stream) -> None:
         if stream.accumulating and stream.backwards and stream.last_step_site is not None:
             pending[id(stream)] = (stream.last_step_site, stream.backwards)
+            hub.wake(on_step)
+            hub.wake(on_backward)
 
     def on_step(stream, optimizer, site, backward_ran: bool) -> None:
         pending.pop(id(stream), None)  # the remainder was stepped after the loop
+        settle()
+
+    def on_backward(stream, site, label, loss, scaled) -> None:
+        report(stream)
+        settle()
+
+    def settle() -> None:
+        # Only a pass that ended with a remainder gives the step and backward observers work.
+        if not pending:
+            hub.rest(on_step)
+            hub.rest(on_backward)
 
     def report(stream) -> None:
         entry = pending.pop(id(stream), None)
@@ -57,6 +70,6 @@ def install(patcher, hub) -> None:
         ))
 
     hub.observe("loader_end", RULES, on_loader_end)
-    hub.observe("optimizer_step", RULES, on_step)
-    hub.observe("backward", RULES, lambda stream, site, label, loss, scaled: report(stream))
+    hub.observe("optimizer_step", RULES, on_step, awake=False)
+    hub.observe("backward", RULES, on_backward, awake=False)
     hub.observe("end", RULES, report)

@@ -51,6 +51,7 @@ def install(patcher, hub) -> None:
                 if len(pending) >= _PENDING_KEPT:
                     del pending[next(iter(pending))]
                 pending[user_site()] = None
+                hub.wake(on_step)
             return original(obj, *args, **kwargs)
 
         return save
@@ -65,6 +66,7 @@ def install(patcher, hub) -> None:
                 "spikes the loss and changes the run; also save optimizer.state_dict() (and the "
                 "scheduler, scaler and step)."
             ))
+        hub.rest(on_step)
 
     patcher.wrap(torch, "save", save_wrapper)
-    hub.observe("optimizer_step", RULES, on_step)
+    hub.observe("optimizer_step", RULES, on_step, awake=False)

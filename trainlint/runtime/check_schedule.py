@@ -44,17 +44,28 @@ class _Track:
 def install(patcher, hub) -> None:
     from torch.optim import lr_scheduler as s
 
-    tracks: dict = {}  # id(scheduler) -> _Track (horizon 0: nothing to check, remembered as such)
+    tracks: dict = {}  # id(scheduler) -> _Track, for the schedulers whose horizon is one number
+
+    def on_new_scheduler_step(stream, scheduler, site) -> None:
+        track = tracks.get(id(scheduler))
+        if track is not None and track.scheduler() is scheduler:
+            return  # a known scheduler stepped at another line
+        span = horizon(scheduler) or 0
+        if span <= 1:
+            return  # nothing to check: LambdaLR, StepLR, ...
+        if len(tracks) >= 64:
+            tracks.clear()
+        # Optimizer steps before the first scheduler step belong to it (a step, then its step).
+        tracks[id(scheduler)] = _Track(scheduler, span, stream.steps - 1, site)
+        hub.wake(on_scheduler_step)
 
     def on_scheduler_step(stream, scheduler, site) -> None:
         track = tracks.get(id(scheduler))
-        if track is None or track.scheduler() is not scheduler:
-            if len(tracks) >= 64:
-                tracks.clear()
-            span = horizon(scheduler) or 0
-            # Optimizer steps before the first scheduler step belong to it (a step, then its step).
-            track = tracks[id(scheduler)] = _Track(scheduler, span if span > 1 else 0, stream.steps - 1, site)
-        if not track.horizon:
+        if track is not None and track.scheduler() is not scheduler:  # a new one where a freed one was
+            del tracks[id(scheduler)]
+            on_new_scheduler_step(stream, scheduler, site)
+            track = tracks.get(id(scheduler))
+        if track is None:
             return
         track.steps += 1
         track.site = site
@@ -89,5 +100,7 @@ def install(patcher, hub) -> None:
                 ))
         tracks.clear()
 
-    hub.observe("scheduler_step", RULES, on_scheduler_step)
+    hub.observe("new_scheduler_step", RULES, on_new_scheduler_step)
+    # Awake once a scheduler with a horizon is tracked: steps of LambdaLR & co. pay nothing.
+    hub.observe("scheduler_step", RULES, on_scheduler_step, awake=False)
     hub.observe("end", RULES, on_end)

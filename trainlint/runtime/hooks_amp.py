@@ -39,7 +39,7 @@ def install(patcher, hub) -> None:
     def unscale_wrapper(original):
         def unscale_(self, optimizer):
             if hub.active and self.is_enabled():
-                stream = hub.stream()
+                stream = hub.streams.stream
                 if "scaler" not in stream.busy:  # not the unscale_ inside scaler.step()
                     hub.emit(stream, EventKind.UNSCALE, "scaler.unscale_(optimizer)", target=target(self),
                              optimizer=target(optimizer))
@@ -51,7 +51,7 @@ def install(patcher, hub) -> None:
         def step(self, optimizer, *args, **kwargs):
             if not hub.active or not self.is_enabled():
                 return original(self, optimizer, *args, **kwargs)  # then just an optimizer.step()
-            stream = hub.stream()
+            stream = hub.streams.stream
             if "scaler" in stream.busy:
                 return original(self, optimizer, *args, **kwargs)
             stream.busy.add("scaler")
@@ -71,7 +71,7 @@ def install(patcher, hub) -> None:
     def update_wrapper(original):
         def update(self, *args, **kwargs):
             if hub.active and self.is_enabled():
-                hub.emit(hub.stream(), EventKind.SCALER_UPDATE, "scaler.update()", target=target(self))
+                hub.emit(hub.streams.stream, EventKind.SCALER_UPDATE, "scaler.update()", target=target(self))
             return original(self, *args, **kwargs)
 
         return update

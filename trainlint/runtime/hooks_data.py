@@ -34,7 +34,7 @@ def install(patcher, hub) -> None:
         def __next__(self):
             if not hub.active:
                 return original(self)
-            stream = hub.stream()
+            stream = hub.streams.stream
             try:
                 batch = original(self)
             except StopIteration:
@@ -57,7 +57,7 @@ def install(patcher, hub) -> None:
                 sampler = target(self)
                 if sampler not in hub.names:
                     hub.names[sampler] = (_name_in(frame, self) if frame is not None else None) or "sampler"
-                hub.emit(hub.stream(), EventKind.LOADER_ITER, "for ... in loader", frame_site(frame), sampler=sampler,
+                hub.emit(hub.streams.stream, EventKind.LOADER_ITER, "for ... in loader", frame_site(frame), sampler=sampler,
                          shuffle=bool(self.shuffle))
             return original(self)
 
@@ -67,7 +67,7 @@ def install(patcher, hub) -> None:
         def set_epoch(self, epoch):
             # Only a new epoch value reshuffles: set_epoch(0) every epoch does not.
             if hub.active and epoch != self.epoch:
-                hub.emit(hub.stream(), EventKind.SET_EPOCH, "sampler.set_epoch(epoch)", target=target(self))
+                hub.emit(hub.streams.stream, EventKind.SET_EPOCH, "sampler.set_epoch(epoch)", target=target(self))
             return original(self, epoch)
 
         return set_epoch

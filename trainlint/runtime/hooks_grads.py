@@ -43,6 +43,10 @@ def loss_kind(grad_fn: Any) -> str:
     return _REDUCTIONS.get(getattr(grad_fn, "_saved_reduction", None), LOSS_UNKNOWN)
 
 
+def _loss_kind_of(tensor: Any) -> str:
+    return loss_kind(tensor.grad_fn)
+
+
 def _scaled_loss_kind(tensor: Any) -> str:
     """Looking through the multiplication by the scale that GradScaler.scale added."""
     grad_fn = tensor.grad_fn
@@ -60,8 +64,8 @@ def classify(hub, tensors: Any, site, kinds: Settled) -> Tuple[bool, str, Option
             return False, LOSS_UNKNOWN, None  # several roots, or a GradientEdge
     entry = hub.scaled.get(id(tensors))
     if entry is not None and entry[0]() is tensors:
-        return True, kinds.get((site, True), lambda: _scaled_loss_kind(tensors)), entry[1]()
-    return False, kinds.get((site, False), lambda: loss_kind(tensors.grad_fn)), tensors
+        return True, kinds.get((site, True), _scaled_loss_kind, tensors), entry[1]()
+    return False, kinds.get((site, False), _loss_kind_of, tensors), tensors
 
 
 def _returned_norm(result, args, kwargs):
@@ -80,7 +84,7 @@ def clip_wrapper(hub, label: str, norm_of: Optional[Callable]):
         def clip(*args, **kwargs):
             if not hub.active:
                 return original(*args, **kwargs)
-            stream = hub.stream()
+            stream = hub.streams.stream
             if "clip" in stream.busy:  # clip_grad_norm_ calling clip_grads_with_norm_, and the like
                 return original(*args, **kwargs)
             site = user_site()
@@ -114,12 +118,13 @@ def install(patcher, hub) -> None:
             # the user's backward pass, not another one.
             if not hub.active or torch._C._current_autograd_node() is not None:
                 return original(tensors, *args, **kwargs)
-            stream = hub.stream()
+            stream = hub.streams.stream
             site = user_site()
             scaled, loss, unscaled = classify(hub, tensors, site, kinds)
             label = "scaler.scale(loss).backward()" if scaled else "loss.backward()"
             stream.backward(scaled)
-            flush_pending_forward(hub, stream, site)
+            if stream.pending_sync is not None:  # an FSDP forward waiting for its sync decision
+                flush_pending_forward(hub, stream, site)
             key = (site, scaled, loss)
             hub.feed(stream, backwards.get(key) or hub.event(
                 backwards, key, EventKind.BACKWARD, label, site, scaled=scaled, loss=loss

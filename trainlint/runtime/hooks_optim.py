@@ -58,12 +58,20 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
     cache = hub.cache("optimizer_step")
     stream.stepping = optimizer
     key = (site, id(optimizer), boundary, via_scaler, manages_grads, accum)
-    event = cache.get(key) or hub.event(
-        cache, key, EventKind.OPTIMIZER_STEP, "scaler.step(optimizer)" if via_scaler else "optimizer.step()", site,
-        target=target(optimizer), boundary=boundary, via_scaler=via_scaler, manages_grads=manages_grads,
-        accum=None if accum is None else str(accum),
-    )
+    event = cache.get(key)
+    seen = event is not None
+    if not seen:
+        event = hub.event(
+            cache, key, EventKind.OPTIMIZER_STEP, "scaler.step(optimizer)" if via_scaler else "optimizer.step()",
+            site, target=target(optimizer), boundary=boundary, via_scaler=via_scaler, manages_grads=manages_grads,
+            accum=None if accum is None else str(accum),
+        )
     hub.feed(stream, event)
+    if not seen:
+        # A step not seen before: a new optimizer (the first step of each one is one of these), or
+        # a known one stepped at a new line or in a new way. Checks of what an optimizer holds run
+        # here rather than at every step.
+        hub.notify("new_optimizer_step", stream, optimizer, site, backward_ran)
     hub.notify("optimizer_step", stream, optimizer, site, backward_ran)
 
 
@@ -107,7 +115,7 @@ def install(patcher, hub) -> None:
     def pre_hook(optimizer, args, kwargs):
         # Every Optimizer subclass's step() runs the global pre-hooks, however it is called.
         if hub.active:
-            stream = hub.stream()
+            stream = hub.streams.stream
             via_scaler = stream.scaler_step is optimizer
             if via_scaler:
                 stream.scaler_stepped = True
@@ -122,7 +130,7 @@ def install(patcher, hub) -> None:
         def make(original):
             def zero_grad(self, *args, **kwargs):
                 if hub.active:
-                    stream = hub.stream()
+                    stream = hub.streams.stream
                     stream.end_window()
                     site = user_site()
                     key = (site, id(self))
@@ -145,26 +153,30 @@ def install(patcher, hub) -> None:
             # _is_initial: the step LRScheduler.__init__ takes itself is not the user's.
             if not hub.active or getattr(self, "_is_initial", False):
                 return original(self, *args, **kwargs)
-            stream = hub.stream()
+            stream = hub.streams.stream
             if "scheduler" in stream.busy:  # SequentialLR/ChainedScheduler stepping their children
                 return original(self, *args, **kwargs)
+            site = user_site()
+            # Driven by a value (a validation metric, a fractional epoch): not a per-step schedule.
+            metric = bool(args or kwargs) or isinstance(self, ReduceLROnPlateau)
+            key = (site, id(self), metric)
+            event = steps.get(key)
+            seen = event is not None
+            if not seen:
+                event = hub.event(
+                    steps, key, EventKind.SCHEDULER_STEP, "scheduler.step()", site, target=target(self),
+                    optimizer=target(getattr(self, "optimizer", None)), cadence=CADENCE_METRIC if metric else None,
+                )
+            hub.feed(stream, event)
+            if not metric:
+                if not seen:  # a scheduler seen for the first time (or at a new line)
+                    hub.notify("new_scheduler_step", stream, self, site)
+                hub.notify("scheduler_step", stream, self, site)
             stream.busy.add("scheduler")
             try:
-                site = user_site()
-                # Driven by a value (a validation metric, a fractional epoch): not a per-step schedule.
-                metric = bool(args) or bool(kwargs) or isinstance(self, ReduceLROnPlateau)
-                optimizer = getattr(self, "optimizer", None)
-                key = (site, id(self), id(optimizer), metric)
-                hub.feed(stream, steps.get(key) or hub.event(
-                    steps, key, EventKind.SCHEDULER_STEP, "scheduler.step()", site, target=target(self),
-                    optimizer=target(optimizer), cadence=CADENCE_METRIC if metric else None,
-                ))
-                if not metric:
-                    hub.notify("scheduler_step", stream, self, site)
                 # The only calls PyTorch warns on: the first step, and an explicit epoch (for
                 # ReduceLROnPlateau the argument is the metric, its normal use).
-                may_warn = getattr(self, "_step_count", None) == 1 or args or kwargs
-                if may_warn and not isinstance(self, ReduceLROnPlateau):
+                if (args or kwargs or getattr(self, "_step_count", None) == 1) and not isinstance(self, ReduceLROnPlateau):
                     return call_warning_at_user_line(original, self, args, kwargs)
                 return original(self, *args, **kwargs)
             finally:

@@ -29,11 +29,10 @@ def emit_forward(hub, stream: Stream, synced: bool, site: Optional[Site] = None)
 
 
 def flush_pending_forward(hub, stream: Stream, site: Site) -> None:
-    """At backward(): the forward of an FSDP model, with the sync decision it has now."""
-    pending = stream.pending_sync
-    if pending is not None:
-        stream.pending_sync = None
-        emit_forward(hub, stream, pending(), site)
+    """At backward(), when an FSDP forward is pending: that forward, with the sync decision the
+    model has now."""
+    pending, stream.pending_sync = stream.pending_sync, None
+    emit_forward(hub, stream, pending(), site)
 
 
 def install(patcher, hub) -> None:
@@ -43,7 +42,7 @@ def install(patcher, hub) -> None:
     def ddp_forward(original):
         def forward(self, *args, **kwargs):
             if hub.active and torch.is_grad_enabled():  # DDP prepares no reduction without grad
-                emit_forward(hub, hub.stream(), bool(self.require_backward_grad_sync))
+                emit_forward(hub, hub.streams.stream, bool(self.require_backward_grad_sync))
             return original(self, *args, **kwargs)
 
         return forward
@@ -61,7 +60,7 @@ def _install_fsdp(patcher, hub) -> None:
         def forward(self, *args, **kwargs):
             if not hub.active or not torch.is_grad_enabled():
                 return original(self, *args, **kwargs)
-            stream = hub.stream()
+            stream = hub.streams.stream
             if "fsdp" in stream.busy:  # nested FSDP1 instances: the outermost is the root
                 return original(self, *args, **kwargs)
             stream.busy.add("fsdp")
@@ -81,7 +80,7 @@ def _install_fsdp(patcher, hub) -> None:
             result = original(self, module, args, kwargs)
             if hub.active and torch.is_grad_enabled() and self._state_ctx.iter_forward_root is self:
                 state = weakref.ref(self)
-                hub.stream().pending_sync = lambda: _fsdp2_syncs(state())
+                hub.streams.stream.pending_sync = lambda: _fsdp2_syncs(state())
             return result
 
         return _root_pre_forward

@@ -18,7 +18,7 @@ import os
 import re
 import threading
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import checker
 from ..events import Event, EventKind
@@ -32,19 +32,28 @@ _ID = re.compile(r"id:\d+")
 Observer = Callable[..., None]
 
 
+class ThreadStreams(threading.local):
+    """The event streams of one guard session, one per thread, each created at its thread's first
+    hooked call. A new session starts from a new object, so no stream outlives its session; and
+    ``hub.streams.stream`` is one attribute read, which matters on a hot path."""
+
+    def __init__(self, initial: tuple) -> None:
+        self.stream = Stream(initial)
+
+
 class Hub:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.active = False
         self.guards: List = []  # active guards, outermost first
         self.wanted: frozenset = frozenset()  # rules selected by any active guard
-        self.session = 0
         self.rank_prefix = ""
         self._initial = checker.initial_state(history_known=True)
-        self._local = threading.local()
+        self.streams: Optional[ThreadStreams] = None  # set while hooks are installed
         self._patcher = None
         self._observers: Dict[str, List[Tuple[frozenset, Observer]]] = {}
-        self._notified: Dict[str, Tuple[Observer, ...]] = {}  # the observers of wanted rules
+        self._notified: Dict[str, Tuple[Observer, ...]] = {}  # the awake observers of wanted rules
+        self._resting: Set[Observer] = set()  # observers with nothing to do until woken
         self._caches: Dict[str, Dict[tuple, Event]] = {}
         self._events: Dict[tuple, Event] = {}
         self._memo: Dict[Tuple[int, int], tuple] = {}
@@ -85,15 +94,20 @@ class Hub:
 
     def _update_wanted(self) -> None:
         self.wanted = frozenset().union(*(g.rules for g in self.guards))
+        self._update_notified()
+
+    def _update_notified(self) -> None:
         self._notified = {
-            point: tuple(observer for rules, observer in observers if not self.wanted.isdisjoint(rules))
+            point: tuple(
+                observer for rules, observer in observers
+                if not self.wanted.isdisjoint(rules) and observer not in self._resting
+            )
             for point, observers in self._observers.items()
         }
 
     def _install(self) -> None:
         from .patches import Patcher
 
-        self.session += 1
         world = int(os.environ.get("WORLD_SIZE", "1") or 1)
         self.rank_prefix = f"[rank {os.environ.get('RANK', '0')}] " if world > 1 else ""
         self.rules = known_rules()
@@ -110,17 +124,21 @@ class Hub:
         except BaseException:
             patcher.restore()
             self._observers.clear()
+            self._resting.clear()
             raise
         self._patcher = patcher
+        self.streams = ThreadStreams(self._initial)
         self.active = True
 
     def _uninstall(self) -> None:
+        # The streams stay until the next session replaces them: a hook still running on another
+        # thread may read them after ``active`` turned False.
         self.active = False
         patcher, self._patcher = self._patcher, None
         for cache in self._caches.values():
             cache.clear()
-        for table in (self._observers, self._notified, self._caches, self._events, self._memo, self._states,
-                      self._messages, self.names, self.scaled, self.confirm):
+        for table in (self._observers, self._notified, self._resting, self._caches, self._events, self._memo,
+                      self._states, self._messages, self.names, self.scaled, self.confirm):
             table.clear()
         if patcher is not None:
             patcher.restore()
@@ -131,10 +149,8 @@ class Hub:
 
     # ------------------------------------------------------------------ streams and events
     def stream(self) -> Stream:
-        stream = getattr(self._local, "stream", None)
-        if stream is None or stream.session != self.session:
-            stream = self._local.stream = Stream(self.session, self._initial)
-        return stream
+        """This thread's stream; hooks on a hot path read ``hub.streams.stream`` themselves."""
+        return self.streams.stream
 
     def wants(self, rule: str) -> bool:
         return rule in self.wanted
@@ -162,18 +178,23 @@ class Hub:
 
     def feed(self, stream: Stream, event: Event) -> None:
         """Advance this thread's checker state and dispatch what the event reveals."""
-        state = stream.state
-        transition = self._memo.get((id(state), id(event)))
-        if transition is None:
-            new_state, violations = checker.feed(state, event)
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.clear()
-                self._states.clear()
-            new_state = self._states.setdefault(new_state, new_state)
-            # The entry holds the state and the event, so their ids cannot be reused while it exists.
-            transition = self._memo[(id(state), id(event))] = (state, event, new_state, tuple(violations))
+        transition = self._memo.get((id(stream.state), id(event))) or self._transition(stream.state, event)
         stream.state = transition[2]
-        for violation in transition[3]:
+        if transition[3]:
+            self._dispatch(stream, transition[3])
+
+    def _transition(self, state: tuple, event: Event) -> tuple:
+        new_state, violations = checker.feed(state, event)
+        if len(self._memo) >= _MEMO_SIZE:
+            self._memo.clear()
+            self._states.clear()
+        new_state = self._states.setdefault(new_state, new_state)
+        # The entry holds the state and the event, so their ids cannot be reused while it exists.
+        self._memo[(id(state), id(event))] = transition = (state, event, new_state, tuple(violations))
+        return transition
+
+    def _dispatch(self, stream: Stream, violations: Tuple[checker.Violation, ...]) -> None:
+        for violation in violations:
             if violation.rule in self.wanted:
                 confirm = self.confirm.get(violation.rule)
                 if confirm is not None and not confirm(stream):
@@ -192,9 +213,26 @@ class Hub:
         return checker.render(violation, line_of)
 
     # ------------------------------------------------------------------ observers (runtime checks)
-    def observe(self, point: str, rules: Sequence[str], observer: Observer) -> None:
-        """Call ``observer(*args)`` at each ``notify(point, *args)`` while one of ``rules`` is wanted."""
+    def observe(self, point: str, rules: Sequence[str], observer: Observer, awake: bool = True) -> None:
+        """Call ``observer(*args)`` at each ``notify(point, *args)`` while one of ``rules`` is wanted
+        and the observer is awake. A check with work only after some rare event (an eval() call, a
+        torch.save) registers resting observers and wakes them then: a training step pays for the
+        checks that have something to check."""
         self._observers.setdefault(point, []).append((frozenset(rules), observer))
+        if not awake:
+            self._resting.add(observer)
+
+    def wake(self, observer: Observer) -> None:
+        if observer in self._resting:
+            with self.lock:
+                self._resting.discard(observer)
+                self._update_notified()
+
+    def rest(self, observer: Observer) -> None:
+        if observer not in self._resting:
+            with self.lock:
+                self._resting.add(observer)
+                self._update_notified()
 
     def notify(self, point: str, *args) -> None:
         for observer in self._notified.get(point, ()):

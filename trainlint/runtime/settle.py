@@ -17,11 +17,12 @@ class Settled:
     def __init__(self) -> None:
         self._facts: Dict[Hashable, Tuple[Any, int]] = {}
 
-    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    def get(self, key: Hashable, compute: Callable[[Any], Any], argument: Any) -> Any:
+        """``compute(argument)``, or the value it settled on at ``key``."""
         entry = self._facts.get(key)
         if entry is not None and entry[1] >= SETTLE_AFTER:
             return entry[0]
-        value = compute()
+        value = compute(argument)
         if len(self._facts) >= _KEPT:
             self._facts.clear()
         same = entry is not None and entry[0] == value

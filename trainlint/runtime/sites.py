@@ -10,7 +10,7 @@ import os
 import sys
 import sysconfig
 from types import CodeType, FrameType
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 Site = Tuple[str, int]  # (filename, line)
 UNKNOWN: Site = ("<unknown>", 0)
@@ -36,7 +36,9 @@ def _internal_roots() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
 
 
 _roots: Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]] = None
-_internal: Dict[str, bool] = {}  # by code filename: one entry per source file, so it stays small
+# Code filenames already classified: one entry per source file, so the sets stay small.
+_internal: Set[str] = set()
+_user: Set[str] = set()
 # (id(code), f_lasti) -> (code, site): a frame's line number costs a scan of its code's line table,
 # so it is computed once per call site. The code object is kept to check that the id is still its.
 _sites: Dict[Tuple[int, int], Tuple[CodeType, Site]] = {}
@@ -44,6 +46,7 @@ _SITES_KEPT = 4096
 
 
 def _is_internal(filename: str) -> bool:
+    """Classify a filename seen for the first time, and remember the verdict."""
     global _roots
     if _roots is None:
         _roots = _internal_roots()
@@ -57,45 +60,49 @@ def _is_internal(filename: str) -> bool:
         under = [root for root in roots if path == root or path.startswith(root + os.sep)]
         # A file under site-packages is internal only if it is under torch or trainlint themselves.
         result = any(not any(p in os.path.relpath(path, root).split(os.sep) for p in packages) for root in under)
-    _internal[filename] = result
+    (_internal if result else _user).add(filename)
     return result
+
+
+def _first_user(frame: Optional[FrameType]) -> Optional[FrameType]:
+    """The first frame from ``frame`` outward whose file is not internal; None if there is none."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename in _internal:
+            frame = frame.f_back
+        elif filename in _user or not _is_internal(filename):
+            return frame
+    return None
 
 
 def user_frame() -> Optional[FrameType]:
     """Called by trainlint code only: its own frame and its caller's are skipped unexamined."""
-    frame = sys._getframe(2)
-    known = _internal
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        internal = known.get(filename)
-        if not (_is_internal(filename) if internal is None else internal):
-            return frame
-        frame = frame.f_back
-    return None
+    return _first_user(sys._getframe(2))
 
 
 def user_site() -> Site:
     """(filename, line) of the user frame; the same tuple object for the same call site. Called by
-    trainlint code only (the walk starts at its caller's caller)."""
+    trainlint code only (the walk starts at its caller's caller).
+
+    This runs at nearly every hooked call of every training step, so its usual path is kept short:
+    frames of files seen before are skipped with one set lookup each (``_first_user`` classifies a
+    file seen for the first time), and the line of a call site is computed once."""
     frame = sys._getframe(2)
-    known = _internal
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        internal = known.get(filename)
-        if not (_is_internal(filename) if internal is None else internal):
-            break
+    internal = _internal
+    while frame is not None and frame.f_code.co_filename in internal:
         frame = frame.f_back
-    else:
+    if frame is not None and frame.f_code.co_filename not in _user:
+        frame = _first_user(frame)
+    if frame is None:
         return UNKNOWN
     code = frame.f_code
-    key = (id(code), frame.f_lasti)
-    cached = _sites.get(key)
+    cached = _sites.get((id(code), frame.f_lasti))
     if cached is not None and cached[0] is code:
         return cached[1]
     if len(_sites) >= _SITES_KEPT:
         _sites.clear()
     site = (code.co_filename, frame.f_lineno)
-    _sites[key] = (code, site)
+    _sites[(id(code), frame.f_lasti)] = (code, site)
     return site
 
 

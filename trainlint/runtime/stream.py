@@ -8,13 +8,12 @@ from typing import Callable, Optional, Set
 
 class Stream:
     __slots__ = (
-        "session", "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
+        "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
         "accumulating", "last_step_site", "backward_total", "stepping",
     )
 
-    def __init__(self, session: int, state: tuple) -> None:
-        self.session = session
+    def __init__(self, state: tuple) -> None:
         self.state = state  # the shared checker's state
         self.steps = 0  # optimizer steps so far (TL810 messages name the step)
         self.fetches = 0  # DataLoader batches fetched so far
