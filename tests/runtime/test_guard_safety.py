@@ -166,3 +166,43 @@ def test_report_is_the_cli_json_format(tmp_path):
     data = json.loads(report.read_text())
     assert [f["rule"] for f in data["findings"]] == ["TL101"]
     assert set(data["findings"][0]) >= {"rule", "name", "severity", "path", "line", "column", "message"}
+
+
+def test_a_zero_grad_with_other_parameters_gets_the_generic_wrapper(monkeypatch):
+    """A wrapper declared with torch's parameter list stands in only where the lists agree; a
+    zero_grad with other parameters (another torch version) gets the generic wrapper, which passes
+    every argument through, and is still seen."""
+    from trainlint.runtime.patches import takes_same_parameters
+
+    def torch_213(self, set_to_none: bool = True):
+        pass
+
+    def wrapper(self, set_to_none=True):
+        pass
+
+    def other_default(self, set_to_none: bool = False):
+        pass
+
+    def extra(self, set_to_none=True, *, foreach=None):
+        pass
+
+    assert takes_same_parameters(torch_213, wrapper)
+    assert not takes_same_parameters(other_default, wrapper)
+    assert not takes_same_parameters(extra, wrapper)
+
+    calls = []
+
+    def zero_grad(self, set_to_none=True, *, foreach=None):  # as a later torch might declare it
+        calls.append((set_to_none, foreach))
+
+    monkeypatch.setattr(torch.nn.Module, "zero_grad", zero_grad)
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with trainlint.guard(mode="collect", select="TL105") as g:
+        for _ in range(3):
+            model(torch.randn(3, 2)).sum().backward()
+            optimizer.step()
+            model.zero_grad(False, foreach=True)  # clears nothing: only the guard's view changes
+    assert calls == [(False, True)] * 3
+    # The guard saw each call: had it not, gradients accumulating across steps would be TL105.
+    assert not g.findings

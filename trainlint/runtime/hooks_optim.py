@@ -6,6 +6,7 @@ import weakref
 from typing import Any, Iterator, Optional
 
 from ..events import CADENCE_METRIC, EventKind
+from .patches import takes_same_parameters
 from .sites import user_frame, user_site
 from .stream import Stream
 
@@ -127,19 +128,27 @@ def install(patcher, hub) -> None:
     def zero_grad_wrapper(label: str, field: str):
         cache = hub.cache(label)
 
+        def record(owner) -> None:
+            stream = hub.streams.stream
+            stream.end_window()
+            site = user_site()
+            key = (site, id(owner))
+            hub.feed(stream, cache.get(key) or hub.event(
+                cache, key, EventKind.ZERO_GRAD, label, site, **{field: target(owner)}
+            ))
+
         def make(original):
-            def zero_grad(self, *args, **kwargs):
+            def zero_grad(self, set_to_none=True):
                 if hub.active:
-                    stream = hub.streams.stream
-                    stream.end_window()
-                    site = user_site()
-                    key = (site, id(self))
-                    hub.feed(stream, cache.get(key) or hub.event(
-                        cache, key, EventKind.ZERO_GRAD, label, site, **{field: target(self)}
-                    ))
+                    record(self)
+                return original(self, set_to_none)
+
+            def zero_grad_any(self, *args, **kwargs):  # a torch whose zero_grad takes other parameters
+                if hub.active:
+                    record(self)
                 return original(self, *args, **kwargs)
 
-            return zero_grad
+            return zero_grad if takes_same_parameters(original, zero_grad) else zero_grad_any
 
         return make
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import inspect
 import sys
 import warnings
 from types import CellType, FunctionType
@@ -125,3 +126,18 @@ def inner_cell(function: Any) -> Optional[CellType]:
         if isinstance(cell.cell_contents, FunctionType) and cell.cell_contents is wrapped:
             return cell
     return None
+
+
+def takes_same_parameters(original: Callable, wrapper: Callable) -> bool:
+    """Whether ``wrapper`` declares exactly ``original``'s parameters: names, kinds and defaults.
+
+    A wrapper on a hot path written with the parameter list of the torch it was built against binds
+    its arguments without building a tuple and a dict per call, several times faster than
+    ``*args, **kwargs``; it may stand in for the original only where the two lists agree, so a
+    torch that changed them gets the generic wrapper."""
+    try:
+        theirs = inspect.signature(original).parameters.values()
+        ours = inspect.signature(wrapper).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return [(p.name, p.kind, p.default) for p in theirs] == [(p.name, p.kind, p.default) for p in ours]
