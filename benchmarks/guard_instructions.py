@@ -30,26 +30,12 @@ def child(guarded: bool, steps: int) -> None:
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from guard_overhead import mlp_workload
+    from guard_overhead import mlp_workload, training
 
     import trainlint
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model, loader, criterion = mlp_workload(steps)
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    rest = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}])
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 10))
-
-    def train() -> None:
-        for x, y in loader:
-            optimizer.zero_grad(set_to_none=True)
-            loss = criterion(model(x), y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
+    train = training(mlp_workload, steps)
 
     def control(*args: str) -> None:
         subprocess.run(["callgrind_control", *args, str(os.getpid())], check=True, capture_output=True)

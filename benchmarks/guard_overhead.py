@@ -67,8 +67,8 @@ def gpt_workload(steps: int):
     return model, DataLoader(data, batch_size=8), lambda out, y: F.cross_entropy(out.reshape(-1, out.size(-1)), y.reshape(-1))
 
 
-def run(workload, steps: int, guarded: bool, ignore=None) -> float:
-    """Seconds per step of one run."""
+def training(workload, steps: int):
+    """The benchmarked loop over ``steps`` batches of ``workload``, ready to run: a function."""
     torch.manual_seed(0)
     model, loader, criterion = workload(steps)
     decay = [p for p in model.parameters() if p.ndim >= 2]
@@ -85,6 +85,12 @@ def run(workload, steps: int, guarded: bool, ignore=None) -> float:
             optimizer.step()
             scheduler.step()
 
+    return train
+
+
+def run(workload, steps: int, guarded: bool, ignore=None) -> float:
+    """Seconds per step of one run."""
+    train = training(workload, steps)
     start = time.perf_counter()
     if guarded:
         with trainlint.guard(mode="collect", ignore=ignore) as g:
