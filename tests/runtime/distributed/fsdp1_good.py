@@ -1,4 +1,6 @@
 """FSDP1 on CPU (device_id=cpu): wrap first, then the optimizer; accumulate inside no_sync()."""
+import gc
+
 import contextlib
 
 import torch
@@ -25,4 +27,8 @@ for step, (x, y) in enumerate(loader):
         model.clip_grad_norm_(1.0)
         optimizer.step()
         optimizer.zero_grad()
+# Free the sharded model (its process group work) before the group: torch 2.13 gloo otherwise
+# aborts at exit now and then ("terminate called without an active exception").
+del model, optimizer
+gc.collect()
 dist.destroy_process_group()

@@ -1,4 +1,6 @@
 """TL203 on FSDP2: accumulation over 2 micro-batches, but every backward reduce-scatters."""
+import gc
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -23,4 +25,8 @@ for step, (x, y) in enumerate(loader):
     if (step + 1) % accum_steps == 0 or step + 1 == len(loader):
         optimizer.step()
         optimizer.zero_grad()
+# Free the sharded model (its process group work) before the group: torch 2.13 gloo otherwise
+# aborts at exit now and then ("terminate called without an active exception").
+del model, optimizer
+gc.collect()
 dist.destroy_process_group()

@@ -1,5 +1,7 @@
 """TL305 clean twin on FSDP2: shard first, then build the optimizer; accumulate 2 micro-batches
 with gradient sync off on the first (set_requires_gradient_sync)."""
+import gc
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -26,4 +28,8 @@ for step, (x, y) in enumerate(loader):
     if boundary:
         optimizer.step()
         optimizer.zero_grad()
+# Free the sharded model (its process group work) before the group: torch 2.13 gloo otherwise
+# aborts at exit now and then ("terminate called without an active exception").
+del model, optimizer
+gc.collect()
 dist.destroy_process_group()
