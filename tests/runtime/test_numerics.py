@@ -2,6 +2,7 @@
 weights with and without it."""
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -76,17 +77,24 @@ def _assert_identical(a, b):
         assert a == b
 
 
-def test_adamw_schedule_clip_dropout_bitwise_identical():
+# Sampled (the default: after ~110 steps the per-step hooks come out and go back in at each sample)
+# and checking every step.
+EVERY_STEP = pytest.mark.parametrize("every_step", [False, True], ids=["sampled", "every-step"])
+
+
+@EVERY_STEP
+def test_adamw_schedule_clip_dropout_bitwise_identical(every_step):
     plain = adamw_run()
-    with trainlint.guard(mode="collect", select="ALL") as g:
+    with trainlint.guard(mode="collect", select="ALL", check_every_step=every_step) as g:
         guarded = adamw_run()
     assert g.findings == []
     _assert_identical(plain, guarded)
 
 
-def test_fp16_autocast_grad_scaler_bitwise_identical():
+@EVERY_STEP
+def test_fp16_autocast_grad_scaler_bitwise_identical(every_step):
     plain = amp_run()
-    with trainlint.guard(mode="collect", select="ALL") as g:
+    with trainlint.guard(mode="collect", select="ALL", check_every_step=every_step) as g:
         guarded = amp_run()
     assert g.findings == []
     _assert_identical(plain, guarded)

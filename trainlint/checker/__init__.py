@@ -38,12 +38,23 @@ CHECKED_RULES = frozenset(_BY_RULE)
 
 State = Tuple[object, ...]
 
-__all__ = ["CHECKED_RULES", "INVARIANTS", "State", "Violation", "feed", "initial_state", "render", "run"]
+__all__ = [
+    "CHECKED_RULES", "INVARIANTS", "State", "Violation", "feed", "initial_state", "render", "resumed_state", "run",
+]
 
 
 def initial_state(history_known: bool = True) -> State:
     """``history_known``: nothing happened before the first event (a fresh process, a whole script)."""
     return tuple(inv.initial(history_known) for inv in INVARIANTS)
+
+
+def resumed_state(state: State) -> State:
+    """The state to go on from after training steps whose events were not seen (the guard sampling
+    a steady loop): the invariants over per-step events start afresh, with unknown history, so they
+    judge only what is seen from here; the others keep their state."""
+    return tuple(
+        inv.initial(history_known=False) if inv.follows_steps else sub for inv, sub in zip(INVARIANTS, state)
+    )
 
 
 def feed(state: State, event: Event, evidence: bool = False) -> Tuple[State, List[Violation]]:

@@ -38,6 +38,10 @@ class Invariant:
     """One invariant: a slice of the checker state, its transition, and its rules' messages."""
 
     rules: Tuple[str, ...] = ()
+    # Whether its events happen at every training step. The guard, sampling a steady loop, restarts
+    # such an invariant (with unknown history) after steps it did not watch; the others see their
+    # events all along and keep their state.
+    follows_steps: bool = True
 
     def initial(self, history_known: bool):
         raise NotImplementedError

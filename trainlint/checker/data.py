@@ -24,6 +24,7 @@ class SamplerEpochs(Invariant):
     """TL301: a shuffling DistributedSampler starts another pass without set_epoch()."""
 
     rules = ("TL301",)
+    follows_steps = False  # set_epoch and new passes over the loader
 
     def initial(self, history_known: bool):
         return _SamplerState()

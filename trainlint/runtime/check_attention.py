@@ -48,4 +48,4 @@ def install(patcher, hub) -> None:
 
         return scaled_dot_product_attention
 
-    patcher.wrap(F, "scaled_dot_product_attention", sdpa_wrapper)
+    patcher.wrap(F, "scaled_dot_product_attention", sdpa_wrapper, per_step=True)

@@ -51,5 +51,5 @@ def install(patcher, hub) -> None:
         return make
 
     # nn.CrossEntropyLoss and nn.NLLLoss call these through the module attributes.
-    patcher.wrap(F, "cross_entropy", wrapper("cross_entropy()", _cross_entropy_input))
-    patcher.wrap(F, "nll_loss", wrapper("nll_loss()", _nll_input))
+    patcher.wrap(F, "cross_entropy", wrapper("cross_entropy()", _cross_entropy_input), per_step=True)
+    patcher.wrap(F, "nll_loss", wrapper("nll_loss()", _nll_input), per_step=True)

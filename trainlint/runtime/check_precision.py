@@ -34,5 +34,5 @@ def install(patcher, hub) -> None:
                 f"the loss with torch.amp.GradScaler, or autocast to bfloat16."
             ))
 
-    patcher.wrap(autocast, "__enter__", enter_wrapper)
+    patcher.wrap(autocast, "__enter__", enter_wrapper, per_step=True)
     hub.observe("backward", RULES, on_backward, awake=False)

@@ -29,16 +29,33 @@ def horizon(scheduler) -> Optional[int]:
 
 
 class _Track:
-    __slots__ = ("scheduler", "name", "horizon", "steps", "first_opt_step", "site", "overrun")
+    __slots__ = ("scheduler", "name", "horizon", "steps", "count_before", "first_opt_step", "site", "overrun")
 
     def __init__(self, scheduler, span: int, opt_steps: int, site) -> None:
         self.scheduler = weakref.ref(scheduler)
         self.name = type(scheduler).__name__  # the run may have dropped the scheduler by its end
         self.horizon = span
         self.steps = 0  # scheduler steps taken by the user
+        # The scheduler's own count of its steps before its first seen one: steps are read from it,
+        # so those taken while the guard coasted through a steady loop (see .sampling) count too.
+        self.count_before = _step_count(scheduler)
         self.first_opt_step = opt_steps  # optimizer steps already taken at its first step
         self.site = site
         self.overrun = False
+
+    def update(self, stepping: bool) -> None:
+        """Bring ``steps`` up to date: during a step (not counted by the scheduler yet), or after."""
+        count = _step_count(self.scheduler())
+        if count is not None and self.count_before is not None:
+            self.steps = count - self.count_before + stepping
+        elif stepping:
+            self.steps += 1
+
+
+def _step_count(scheduler) -> Optional[int]:
+    """LRScheduler counts its steps in ``_step_count`` (the one its constructor takes included)."""
+    count = getattr(scheduler, "_step_count", None)
+    return count if isinstance(count, int) else None
 
 
 def install(patcher, hub) -> None:
@@ -67,7 +84,7 @@ def install(patcher, hub) -> None:
             track = tracks.get(id(scheduler))
         if track is None:
             return
-        track.steps += 1
+        track.update(stepping=True)
         track.site = site
         optimizer_steps = stream.steps - track.first_opt_step
         # Past the horizon, stepped about once per optimizer step: an epoch horizon run per batch.
@@ -86,6 +103,7 @@ def install(patcher, hub) -> None:
 
     def on_end(stream) -> None:
         for track in list(tracks.values()):
+            track.update(stepping=False)
             optimizer_steps = stream.steps - track.first_opt_step
             # Several optimizer steps per scheduler step, a horizon about the run's optimizer
             # steps, and less than half of it covered: a per-step schedule stepped per epoch.

@@ -82,9 +82,11 @@ def _job_report_path() -> str:
               help="Write the findings as JSON (PATH.rankN per rank when WORLD_SIZE > 1).")
 @click.option("--select", multiple=True, metavar="RULES", help="Rules to check: ids, names or prefixes, comma-separated.")
 @click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to check.")
+@click.option("--check-every-step", is_flag=True,
+              help="Check every step; by default a steady loop is sampled after its first 100 steps.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(mode: str, report: Optional[str], select, ignore, script: str, args) -> None:
+def run(mode: str, report: Optional[str], select, ignore, check_every_step: bool, script: str, args) -> None:
     """Run SCRIPT [ARGS]... as `python SCRIPT ARGS` would, under the runtime guard."""
     rank, world = rank_and_world()
     distributed = world > 1
@@ -94,7 +96,8 @@ def run(mode: str, report: Optional[str], select, ignore, script: str, args) -> 
             os.remove(report_path(path))  # a stale report from an earlier run must not be merged
     started = time.time()
     try:
-        guard = Guard(mode=mode, select=select or None, ignore=ignore or None, report=path)
+        guard = Guard(mode=mode, select=select or None, ignore=ignore or None, report=path,
+                      check_every_step=check_every_step)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--select/--ignore") from None
     try:

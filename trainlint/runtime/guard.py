@@ -13,6 +13,11 @@ summary with occurrence counts to stderr when the guard exits; ``raise`` raises
 :class:`TrainingInvariantError` at the offending call; ``collect`` only records. ``report=PATH``
 writes the findings in the CLI's JSON format on exit (``PATH.rankN`` in a multi-process job).
 
+Cost: every step is checked until the loop has run 100 steps and repeats one clean cycle; from
+then on the per-step hooks are taken out and one cycle in about 50 is checked (an eval(), a
+checkpoint, a new epoch or the end of a loader's pass bring full checking back; see
+:mod:`trainlint.runtime.sampling`). ``check_every_step=True`` checks every step of the run.
+
 Importing this module does not import torch; starting a guard does.
 """
 from __future__ import annotations
@@ -32,10 +37,11 @@ Key = Tuple[str, str, int]  # (rule, path, line)
 
 class Guard:
     def __init__(self, mode: str = "warn", select: Selectors = None, ignore: Selectors = None,
-                 report: Optional[str] = None) -> None:
+                 report: Optional[str] = None, check_every_step: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
+        self.check_every_step = check_every_step
         self.rules = select_rules(select, ignore)
         self.report = report
         self.findings: List[Finding] = []  # one per rule and source line, in the order first seen
@@ -100,6 +106,6 @@ class Guard:
 
 
 def guard(mode: str = "warn", select: Selectors = None, ignore: Selectors = None,
-          report: Optional[str] = None) -> Guard:
+          report: Optional[str] = None, check_every_step: bool = False) -> Guard:
     """A guard over the code it wraps; see the module documentation."""
-    return Guard(mode=mode, select=select, ignore=ignore, report=report)
+    return Guard(mode=mode, select=select, ignore=ignore, report=report, check_every_step=check_every_step)

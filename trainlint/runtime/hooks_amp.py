@@ -84,7 +84,7 @@ def install(patcher, hub) -> None:
             for name, make in wrappers.items():
                 if name in vars(cls) and (cls, name) not in wrapped:
                     wrapped.add((cls, name))
-                    patcher.wrap(cls, name, make)
+                    patcher.wrap(cls, name, make, per_step=True)
 
     wrap_scalers()
     # FSDP's ShardedGradScaler overrides scale() and unscale_(); it exists once FSDP is imported.

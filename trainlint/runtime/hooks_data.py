@@ -2,6 +2,7 @@
 DistributedSampler."""
 from __future__ import annotations
 
+import weakref
 from typing import Any, Optional
 
 from ..events import EventKind
@@ -41,12 +42,14 @@ def install(patcher, hub) -> None:
                 hub.notify("loader_end", stream)
                 raise
             stream.fetches += 1
+            if stream.loader is None or stream.loader() is not self:  # a new pass, for the sampler's forecast
+                stream.loader = weakref.ref(self)
             return batch
 
         return __next__
 
     # Every DataLoader iterator (single- and multi-process) inherits this __next__.
-    patcher.wrap(_BaseDataLoaderIter, "__next__", next_wrapper)
+    patcher.wrap(_BaseDataLoaderIter, "__next__", next_wrapper, per_step=True)
 
     def iter_wrapper(original):
         def __iter__(self):

@@ -135,7 +135,7 @@ def install(patcher, hub) -> None:
         return backward
 
     # Tensor.backward() calls torch.autograd.backward through the module attribute.
-    patcher.wrap(torch.autograd, "backward", backward_wrapper)
+    patcher.wrap(torch.autograd, "backward", backward_wrapper, per_step=True)
 
     clips = (
         (clip_grad.clip_grad_norm_, "clip_grad_norm_()", _returned_norm),
@@ -152,12 +152,12 @@ def install(patcher, hub) -> None:
             warnings.warn(f"trainlint: cannot hook {label} in this torch version; clipping is not checked",
                           RuntimeWarning, stacklevel=2)
             continue
-        patcher.wrap_cell(cell, clip_wrapper(hub, label, norm_of))
+        patcher.wrap_cell(cell, clip_wrapper(hub, label, norm_of), per_step=True)
 
     def fsdp1_clip(module) -> None:
         # FSDP1's own clip method (it may call clip_grad_norm_ inside: then that call is nested).
         patcher.wrap(module.FullyShardedDataParallel, "clip_grad_norm_",
-                     clip_wrapper(hub, "clip_grad_norm_()", _returned_norm))
+                     clip_wrapper(hub, "clip_grad_norm_()", _returned_norm), per_step=True)
 
     patcher.after_import("torch.distributed.fsdp", fsdp1_clip)
 

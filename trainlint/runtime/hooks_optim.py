@@ -74,6 +74,7 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
         # here rather than at every step.
         hub.notify("new_optimizer_step", stream, optimizer, site, backward_ran)
     hub.notify("optimizer_step", stream, optimizer, site, backward_ran)
+    hub.sampler.after_step(stream, optimizer)
 
 
 def grads_accumulated_across_steps(samples: "weakref.WeakKeyDictionary"):
@@ -111,12 +112,20 @@ def install(patcher, hub) -> None:
     from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-    hub.confirm["TL105"] = grads_accumulated_across_steps(weakref.WeakKeyDictionary())
+    samples = weakref.WeakKeyDictionary()
+    hub.confirm["TL105"] = grads_accumulated_across_steps(samples)
+    # After steps the guard did not watch, a sample gradient's version no longer counts the
+    # backward passes since it was taken.
+    hub.observe("resume", ("TL105",), lambda stream: samples.clear())
 
     def pre_hook(optimizer, args, kwargs):
-        # Every Optimizer subclass's step() runs the global pre-hooks, however it is called.
+        # Every Optimizer subclass's step() runs the global pre-hooks, however it is called; it
+        # stays in while the guard coasts through a steady loop, and counts those steps.
         if hub.active:
             stream = hub.streams.stream
+            if hub.coasting:
+                hub.sampler.coast_step(stream, optimizer)
+                return
             via_scaler = stream.scaler_step is optimizer
             if via_scaler:
                 stream.scaler_stepped = True
@@ -139,12 +148,12 @@ def install(patcher, hub) -> None:
 
         def make(original):
             def zero_grad(self, set_to_none=True):
-                if hub.active:
+                if hub.active and not hub.coasting:
                     record(self)
                 return original(self, set_to_none)
 
             def zero_grad_any(self, *args, **kwargs):  # a torch whose zero_grad takes other parameters
-                if hub.active:
+                if hub.active and not hub.coasting:
                     record(self)
                 return original(self, *args, **kwargs)
 
@@ -152,7 +161,10 @@ def install(patcher, hub) -> None:
 
         return make
 
-    patcher.wrap(torch.optim.Optimizer, "zero_grad", zero_grad_wrapper("optimizer.zero_grad()", "target"))
+    patcher.wrap(torch.optim.Optimizer, "zero_grad", zero_grad_wrapper("optimizer.zero_grad()", "target"), per_step=True)
+    # Not taken out while the guard coasts (it checks ``coasting`` instead): changing an attribute of
+    # nn.Module invalidates the attribute caches of every module class, which costs more than the
+    # call it would save in the loops that use model.zero_grad().
     patcher.wrap(torch.nn.Module, "zero_grad", zero_grad_wrapper("model.zero_grad()", "module"))
 
     steps = hub.cache("scheduler_step")
@@ -195,4 +207,4 @@ def install(patcher, hub) -> None:
 
     for cls in subclasses(LRScheduler):
         if "step" in vars(cls):
-            patcher.wrap(cls, "step", scheduler_step)
+            patcher.wrap(cls, "step", scheduler_step, per_step=True)

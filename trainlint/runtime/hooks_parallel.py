@@ -47,7 +47,7 @@ def install(patcher, hub) -> None:
 
         return forward
 
-    patcher.wrap(DistributedDataParallel, "forward", ddp_forward)
+    patcher.wrap(DistributedDataParallel, "forward", ddp_forward, per_step=True)
     patcher.after_import("torch.distributed.fsdp", lambda _: _install_fsdp(patcher, hub))
 
 
@@ -85,8 +85,8 @@ def _install_fsdp(patcher, hub) -> None:
 
         return _root_pre_forward
 
-    patcher.wrap(FullyShardedDataParallel, "forward", fsdp1_forward)
-    patcher.wrap(FSDPState, "_root_pre_forward", fsdp2_root_pre_forward)
+    patcher.wrap(FullyShardedDataParallel, "forward", fsdp1_forward, per_step=True)
+    patcher.wrap(FSDPState, "_root_pre_forward", fsdp2_root_pre_forward, per_step=True)
 
 
 def _fsdp2_syncs(state) -> bool:

@@ -24,6 +24,7 @@ from .. import checker
 from ..events import Event, EventKind
 from .errors import TrainingInvariantError, TrainingInvariantWarning
 from .rules import CHECK_MODULES, HOOK_MODULES, checkable, check_module, known_rules
+from .sampling import CYCLE_KEPT, StepSampler
 from .sites import Site, display_path, user_site
 from .stream import Stream
 
@@ -37,18 +38,26 @@ class ThreadStreams(threading.local):
     hooked call. A new session starts from a new object, so no stream outlives its session; and
     ``hub.streams.stream`` is one attribute read, which matters on a hot path."""
 
-    def __init__(self, initial: tuple) -> None:
-        self.stream = Stream(initial)
+    def __init__(self, hub: "Hub") -> None:
+        self.stream = Stream(hub.first_state)
 
 
 class Hub:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.active = False
+        # Sampling a steady loop (see .sampling): ``coasting`` while the per-step hooks are out;
+        # ``novel`` when the cycle under way had a finding or woke a check.
+        self.sampler = StepSampler(self)
+        self.coasting = False
+        self.novel = False
         self.guards: List = []  # active guards, outermost first
         self.wanted: frozenset = frozenset()  # rules selected by any active guard
         self.rank_prefix = ""
         self._initial = checker.initial_state(history_known=True)
+        # A thread's stream starts here: nothing happened before, unless the guard has coasted
+        # (see .sampling), when a thread may have run steps that no hook saw.
+        self.first_state = self._initial
         self.streams: Optional[ThreadStreams] = None  # set while hooks are installed
         self._patcher = None
         self._observers: Dict[str, List[Tuple[frozenset, Observer]]] = {}
@@ -56,7 +65,7 @@ class Hub:
         self._resting: Set[Observer] = set()  # observers with nothing to do until woken
         self._caches: Dict[str, Dict[tuple, Event]] = {}
         self._events: Dict[tuple, Event] = {}
-        self._memo: Dict[Tuple[int, int], tuple] = {}
+        self._memo: Dict[Tuple[int, Optional[int]], tuple] = {}  # (state, event or None: a resume) -> next
         self._states: Dict[tuple, tuple] = {}  # canonical checker states: equal states, one object
         self._messages: Dict[Tuple[str, Site], str] = {}
         self.rules: Dict[str, object] = {}  # id -> RuleInfo, read from the catalog once per session
@@ -71,6 +80,7 @@ class Hub:
         with self.lock:
             if not self.guards:
                 self._install()
+            self.sampler.resume()  # a nested guard sees every step from its start
             self.guards.append(guard)
             self._update_wanted()
 
@@ -94,6 +104,9 @@ class Hub:
 
     def _update_wanted(self) -> None:
         self.wanted = frozenset().union(*(g.rules for g in self.guards))
+        self.sampler.enabled = not any(g.check_every_step for g in self.guards)
+        if not self.sampler.enabled:
+            self.sampler.resume()
         self._update_notified()
 
     def _update_notified(self) -> None:
@@ -127,13 +140,17 @@ class Hub:
             self._resting.clear()
             raise
         self._patcher = patcher
-        self.streams = ThreadStreams(self._initial)
+        self.first_state = self._initial
+        self.streams = ThreadStreams(self)
+        self.sampler.reset()
+        self.coasting = self.novel = False
         self.active = True
 
     def _uninstall(self) -> None:
         # The streams stay until the next session replaces them: a hook still running on another
         # thread may read them after ``active`` turned False.
-        self.active = False
+        self.active = self.coasting = False
+        self.sampler.reset()
         patcher, self._patcher = self._patcher, None
         for cache in self._caches.values():
             cache.clear()
@@ -172,6 +189,8 @@ class Hub:
 
     def emit(self, stream: Stream, kind: EventKind, label: str, site: Optional[Site] = None, **fields) -> None:
         """Feed an event of a rarely called hook (the frequent ones intern their own)."""
+        if self.coasting:  # a new epoch of a sampler while the per-step hooks are out: watch again
+            self.sampler.resume()
         site = site or user_site()
         key = (kind, site, label, tuple(fields.items()))
         self.feed(stream, self.event(self._events, key, kind, label, site, **fields))
@@ -180,6 +199,11 @@ class Hub:
         """Advance this thread's checker state and dispatch what the event reveals."""
         transition = self._memo.get((id(stream.state), id(event))) or self._transition(stream.state, event)
         stream.state = transition[2]
+        cycle = stream.cycle
+        cycle.append(event)
+        if len(cycle) >= CYCLE_KEPT:  # no optimizer step for a long while: not a cycle to sample
+            cycle.clear()
+            self.novel = True
         if transition[3]:
             self._dispatch(stream, transition[3])
 
@@ -194,6 +218,7 @@ class Hub:
         return transition
 
     def _dispatch(self, stream: Stream, violations: Tuple[checker.Violation, ...]) -> None:
+        self.novel = True
         for violation in violations:
             if violation.rule in self.wanted:
                 confirm = self.confirm.get(violation.rule)
@@ -212,6 +237,16 @@ class Hub:
 
         return checker.render(violation, line_of)
 
+    def resumed(self, state: tuple) -> tuple:
+        """``checker.resumed_state``, canonical (see ``_transition``), computed once per state: each
+        sample resumes from the state the last one left, and hashing a state is not free."""
+        entry = self._memo.get((id(state), None))
+        if entry is None:
+            resumed = checker.resumed_state(state)
+            resumed = self._states.setdefault(resumed, resumed)
+            entry = self._memo[(id(state), None)] = (state, None, resumed, ())
+        return entry[2]
+
     # ------------------------------------------------------------------ observers (runtime checks)
     def observe(self, point: str, rules: Sequence[str], observer: Observer, awake: bool = True) -> None:
         """Call ``observer(*args)`` at each ``notify(point, *args)`` while one of ``rules`` is wanted
@@ -223,10 +258,13 @@ class Hub:
             self._resting.add(observer)
 
     def wake(self, observer: Observer) -> None:
+        """Also ends coasting: what wakes a check (an eval(), a torch.save) is worth watching."""
         if observer in self._resting:
             with self.lock:
+                self.novel = True
                 self._resting.discard(observer)
                 self._update_notified()
+                self.sampler.resume()
 
     def rest(self, observer: Observer) -> None:
         if observer not in self._resting:
@@ -243,6 +281,7 @@ class Hub:
         """Record one occurrence of a finding in every active guard that selected the rule; warn
         (once per rule and line) or raise as those guards ask."""
         to_raise = None
+        self.novel = True
         with self.lock:
             guards = [g for g in self.guards if rule in g.rules]
             if not guards:

@@ -4,6 +4,10 @@ Hooks change three kinds of things: attributes of classes and modules, the closu
 decorated function (so callers that imported the function by name before the guard are seen too),
 and torch's hook registries (undone through their handles). Each change records its undo; restoring
 runs every undo even when one fails or a KeyboardInterrupt arrives in the middle.
+
+Hooks on calls a training step makes every time (``per_step=True``) can also be taken out and put
+back while the session lasts: the guard removes them while it samples a steady loop (see
+:mod:`.sampling`), so the steps in between run torch's own functions.
 """
 from __future__ import annotations
 
@@ -24,12 +28,15 @@ class Patcher:
         self._finder: Optional[_AfterImport] = None
         # (owner, name, original) for every replaced attribute: what the tests check after exit.
         self.replaced: List[Tuple[Any, str, Any]] = []
+        # (put in, take out) of every per-step hook, and whether they are in now.
+        self._per_step: List[Tuple[Callable[[], None], Callable[[], None]]] = []
+        self.per_step_in = True
 
-    def wrap(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+    def wrap(self, owner: Any, name: str, make: Callable[[Any], Any], per_step: bool = False) -> None:
         """Replace ``owner.name`` (defined on ``owner`` itself) by ``make(original)``."""
-        self.replace(owner, name, make(vars(owner)[name]))
+        self.replace(owner, name, make(vars(owner)[name]), per_step)
 
-    def replace(self, owner: Any, name: str, value: Any) -> None:
+    def replace(self, owner: Any, name: str, value: Any, per_step: bool = False) -> None:
         original = vars(owner).get(name, _ABSENT)
         setattr(owner, name, value)
         self.replaced.append((owner, name, original))
@@ -41,15 +48,34 @@ class Patcher:
                 setattr(owner, name, original)
 
         self._undo.append(undo)
+        if per_step:
+            self._add_per_step(lambda: setattr(owner, name, value), undo)
 
-    def wrap_cell(self, cell: CellType, make: Callable[[Any], Any]) -> None:
+    def wrap_cell(self, cell: CellType, make: Callable[[Any], Any], per_step: bool = False) -> None:
         original = cell.cell_contents
-        cell.cell_contents = make(original)
+        wrapper = cell.cell_contents = make(original)
 
         def undo() -> None:
             cell.cell_contents = original
 
         self._undo.append(undo)
+        if per_step:
+            def put_in() -> None:
+                cell.cell_contents = wrapper
+
+            self._add_per_step(put_in, undo)
+
+    def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None]) -> None:
+        self._per_step.append((put_in, take_out))
+        if not self.per_step_in:  # hooked after an import while they are out: out with the rest
+            take_out()
+
+    def set_per_step(self, put_in: bool) -> None:
+        """Put the per-step hooks in, or take them out (torch's own functions run instead)."""
+        if put_in != self.per_step_in:
+            self.per_step_in = put_in
+            for hook in self._per_step:
+                hook[0 if put_in else 1]()
 
     def handle(self, handle: Any) -> None:
         """A torch RemovableHandle (global optimizer hooks and the like)."""
@@ -77,6 +103,8 @@ class Patcher:
             except BaseException as exc:  # keep undoing; the first problem is re-raised at the end
                 pending = pending or exc
         self.replaced.clear()
+        self._per_step.clear()
+        self.per_step_in = True
         if pending is not None:
             raise pending
 

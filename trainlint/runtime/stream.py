@@ -3,7 +3,7 @@ hooks need to fill in event fields. A training loop runs in one thread, so each 
 on its own; two loops in two threads do not interleave into one bogus order."""
 from __future__ import annotations
 
-from typing import Callable, Optional, Set
+from typing import Callable, List, Optional, Set
 
 
 class Stream:
@@ -11,6 +11,7 @@ class Stream:
         "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
         "accumulating", "last_step_site", "backward_total", "stepping",
+        "cycle", "cycle_fetches", "loader",
     )
 
     def __init__(self, state: tuple) -> None:
@@ -33,6 +34,11 @@ class Stream:
         self.last_step_site: Optional[tuple] = None
         self.backward_total = 0  # backward passes so far (never reset)
         self.stepping: Optional[object] = None  # the optimizer whose step is being checked
+        # For sampling (see .sampling): the events since the anchor optimizer's last step, the
+        # batches fetched before them, and the data loader iterator of the latest batch (weakly).
+        self.cycle: List[object] = []
+        self.cycle_fetches = 0
+        self.loader: Optional[Callable[[], object]] = None
 
     def backward(self, scaled: bool) -> None:
         if self.backwards and self.fetches != self.fetches_at_backward:
