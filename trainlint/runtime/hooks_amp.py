@@ -71,7 +71,10 @@ def install(patcher, hub) -> None:
     def update_wrapper(original):
         def update(self, *args, **kwargs):
             if hub.active and self.is_enabled():
-                hub.emit(hub.streams.stream, EventKind.SCALER_UPDATE, "scaler.update()", target=target(self))
+                if hub.coasting:
+                    hub.sampler.coast_scaler_update(hub.streams.stream)
+                else:
+                    hub.emit(hub.streams.stream, EventKind.SCALER_UPDATE, "scaler.update()", target=target(self))
             return original(self, *args, **kwargs)
 
         return update
@@ -84,7 +87,9 @@ def install(patcher, hub) -> None:
             for name, make in wrappers.items():
                 if name in vars(cls) and (cls, name) not in wrapped:
                     wrapped.add((cls, name))
-                    patcher.wrap(cls, name, make, per_step=True)
+                    # update() stays in while the guard coasts: it is how a scaler that skips
+                    # every step (a loss gone NaN) still reaches the sampler.
+                    patcher.wrap(cls, name, make, per_step=name != "update")
 
     wrap_scalers()
     # FSDP's ShardedGradScaler overrides scale() and unscale_(); it exists once FSDP is imported.

@@ -11,7 +11,7 @@ whole cycle is checked again, from a clean checker state; a cycle that is not th
 the guard back to checking every step until the loop is steady again.
 
 The hooks that stay in also end coasting at once: an eval(), a checkpoint, a sampler's new epoch,
-a second thread's step. So does the approach of the end of the data loader's pass,
+a second thread's step, a GradScaler skipping step after step. So does the approach of the end of the data loader's pass,
 forecast from its length, so that the end of every epoch is checked. A loader without a length
 is never coasted through.
 
@@ -56,6 +56,8 @@ class StepSampler:
         self._countdown = 0  # anchor steps left before the next check
         self._then_learn = False  # ...which checks every step again (a loader's pass ends soon)
         self._other_steps = 0  # steps of other optimizers since the anchor's last one
+        self._skipped = 0  # scaler.update() calls in a row with no optimizer step before them
+        self._steps_at_update = -1
 
     # ------------------------------------------------------------------ while checking
     def after_step(self, stream, optimizer) -> None:
@@ -99,7 +101,8 @@ class StepSampler:
         gap = self._random.randint(GAP // 2, GAP + GAP // 2)
         self._then_learn = steps is not None and steps <= gap
         self._countdown = steps if self._then_learn else gap
-        self._other_steps = 0
+        self._other_steps = self._skipped = 0
+        self._steps_at_update = -1
         self.stream = stream
         hub = self.hub
         hub.first_state = hub.resumed(hub.first_state)  # another thread may now step unseen
@@ -122,6 +125,18 @@ class StepSampler:
             self._other_steps += 1
             if self._other_steps > 16:  # the anchor no longer steps: another optimizer took over
                 self.resume()
+
+    def coast_scaler_update(self, stream) -> None:
+        """scaler.update() while coasting. A GradScaler that skips every step (inf/NaN gradients
+        from a loss gone NaN) steps no optimizer, so no sample would come: after ``GAP`` skipped
+        steps in a row, check every step again."""
+        if stream.steps == self._steps_at_update:
+            self._skipped += 1
+            if self._skipped >= GAP:
+                self.resume()
+        else:
+            self._skipped = 0
+        self._steps_at_update = stream.steps
 
     def resume(self, sample: bool = False) -> None:
         """Put the per-step hooks back and check from a clean state: one sampled cycle (at an
