@@ -18,12 +18,6 @@ from trainlint.runtime.patches import Patcher, inner_cell
 from trainlint.runtime.sampling import GAP, LEARNING_STEPS, STABLE_CYCLES
 
 CLIP_CELL = inner_cell(clip_grad.clip_grad_norm_)  # found before any guard: it holds the original
-ORIGINALS = {
-    "Optimizer.zero_grad": vars(torch.optim.Optimizer)["zero_grad"],
-    "autograd.backward": torch.autograd.backward,
-    "clip_grad_norm_ cell": CLIP_CELL.cell_contents,
-    "F.cross_entropy": F.cross_entropy,
-}
 
 
 def hooked_now() -> dict:
@@ -33,6 +27,9 @@ def hooked_now() -> dict:
         "clip_grad_norm_ cell": CLIP_CELL.cell_contents,
         "F.cross_entropy": F.cross_entropy,
     }
+
+
+ORIGINALS = hooked_now()
 
 
 def make_loop():
@@ -103,6 +100,20 @@ def test_eval_while_coasting_brings_full_checking_back_at_once():
         model.eval()
         assert not HUB.coasting and torch.autograd.backward is not ORIGINALS["autograd.backward"]
         steps(1)  # trains in eval mode: the bug the eval() call woke the check for
+    assert [f.rule for f in g.findings] == ["TL501"]
+
+
+def test_eval_while_coasting_ends_it_also_when_the_check_is_already_awake():
+    """A dropout layer kept in eval on purpose keeps TL501's step check awake (it holds no
+    parameter, so it is no finding); a later eval() of the whole model must still end coasting."""
+    model, steps = make_loop()
+    with trainlint.guard(mode="collect") as g:
+        model[1].eval()
+        steps(LEARNING_STEPS + STABLE_CYCLES + 2)
+        assert HUB.coasting
+        model.eval()
+        assert not HUB.coasting
+        steps(1)
     assert [f.rule for f in g.findings] == ["TL501"]
 
 

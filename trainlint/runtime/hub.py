@@ -258,13 +258,16 @@ class Hub:
             self._resting.add(observer)
 
     def wake(self, observer: Observer) -> None:
-        """Also ends coasting: what wakes a check (an eval(), a torch.save) is worth watching."""
+        """Also ends coasting, awake or not: what wakes a check (an eval(), a torch.save) is worth
+        watching."""
+        if self.coasting:
+            with self.lock:
+                self.sampler.resume()
         if observer in self._resting:
             with self.lock:
                 self.novel = True
                 self._resting.discard(observer)
                 self._update_notified()
-                self.sampler.resume()
 
     def rest(self, observer: Observer) -> None:
         if observer not in self._resting:
