@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, FrozenSet, Optional, Tuple
 
 
 class EventKind(str, enum.Enum):
@@ -27,6 +27,10 @@ class EventKind(str, enum.Enum):
     NO_SYNC_EXIT = "no_sync_exit"
     SYNC_MANAGED = "sync_managed"  # the code sets DDP's require_backward_grad_sync itself
     FORWARD = "forward"  # a forward pass of a DDP/FSDP-wrapped model (where DDP decides to sync)
+    # Static only: the guard sees what really happens and never needs these.
+    OPAQUE = "opaque"  # a call whose body is unknown and that receives training objects: may do anything to them
+    TRAINING_START = "training_start"  # a training loop is entered: what ran before was setup, not an iteration
+    ITERATION = "iteration"  # a training loop starts another pass (the back edge)
 
 
 # Loss kinds carried by BACKWARD events (what reached backward(), as far as it can be told).
@@ -39,6 +43,13 @@ LOSS_UNKNOWN = "unknown"
 CADENCE_BATCH = "batch"
 CADENCE_EPOCH = "epoch"
 CADENCE_METRIC = "metric"  # ReduceLROnPlateau and scheduler.step(metric): ordered by validation
+
+# What an OPAQUE call may do, by the objects it receives.
+FAMILY_GRADS = "grads"  # backward, zero_grad, clip, unscale, optimizer and scheduler steps
+FAMILY_DATA = "data"  # set_epoch, passes over a loader
+FAMILY_MODES = "modes"  # train() / eval() of the modules it receives
+ALL_FAMILIES = frozenset({FAMILY_GRADS, FAMILY_DATA, FAMILY_MODES})
+EVERYTHING = "*"  # OPAQUE reach: a call that may act on any object (a callee too deep to follow)
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +76,18 @@ class Event:
     manages_grads: bool = False  # OPTIMIZER_STEP: step(closure) (LBFGS) or an engine step handles grads
     each: bool = False  # OPTIMIZER_STEP: one of several optimizers stepped in turn by a loop
     module: Optional[str] = None  # OPTIMIZER_STEP: the model whose parameters it updates
+    # OPAQUE: the families of events the call may produce (see FAMILY_*) and the access paths it
+    # received, so an invariant forgets only what the call could have changed.
+    families: FrozenSet[str] = frozenset()
+    reach: Tuple[str, ...] = ()
+
+
+def reaches(event: Event, path: Optional[str]) -> bool:
+    """Could an OPAQUE call have acted on the object at ``path``? (It received it, an object that
+    contains it, or something inside it.) An unknown path could be anything."""
+    if path is None or EVERYTHING in event.reach:
+        return True
+    return any(path == r or path.startswith(r + ".") or r.startswith(path + ".") for r in event.reach)
 
 
 def same_object(a: Optional[str], b: Optional[str]) -> bool:

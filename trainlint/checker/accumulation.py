@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
 
-from ..events import LOSS_MEAN, Event, EventKind
+from ..events import FAMILY_GRADS, LOSS_MEAN, Event, EventKind
 from .base import Invariant, LineOf, Violation, where
 
 
@@ -31,7 +31,8 @@ class AccumulationScaling(Invariant):
                     kept = (kept[0], ev)
                 return _AccumState(kept[:2]), []
             return _AccumState(state.backwards + (ev,)), []
-        if ev.kind is EventKind.ZERO_GRAD:
+        if ev.kind is EventKind.ZERO_GRAD or (ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
+            # An unknown call (or ``p.grad /= k``) may have normalised the accumulated gradients.
             return _AccumState(), []
         if ev.kind is EventKind.OPTIMIZER_STEP:
             found = []
@@ -98,7 +99,7 @@ class AccumulationSync(Invariant):
             if state.synced_backward is not None and state.backwards >= 2 and ev.boundary is not False:
                 found.append(Violation("TL203", state.synced_backward, (("step", ev),)))
             return replace(state, synced_backward=None, backwards=0, forward_synced=None), found
-        if kind is EventKind.ZERO_GRAD:
+        if kind is EventKind.ZERO_GRAD or (kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
             return replace(state, synced_backward=None, backwards=0), []
         return state, []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
 
-from ..events import Event, EventKind, same_object
+from ..events import FAMILY_DATA, Event, EventKind, reaches, same_object
 from .base import Invariant, LineOf, Violation
 
 
@@ -34,6 +34,10 @@ class SamplerEpochs(Invariant):
             entries = tuple(
                 replace(e, epoch_set=True) if same_object(e.sampler, ev.target) else e for e in state.entries
             )
+            return _SamplerState(entries), []
+        if ev.kind is EventKind.OPAQUE and FAMILY_DATA in ev.families:
+            # A call we cannot read received the loader or sampler: it may call set_epoch.
+            entries = tuple(replace(e, epoch_set=True) if reaches(ev, e.sampler) else e for e in state.entries)
             return _SamplerState(entries), []
         if ev.kind is EventKind.LOADER_ITER and ev.sampler is not None and ev.shuffle:
             found = []

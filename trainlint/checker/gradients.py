@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
 
-from ..events import Event, EventKind, same_object
+from ..events import FAMILY_GRADS, Event, EventKind, same_object
 from .base import Invariant, LineOf, Violation, where
 
 
@@ -14,6 +14,8 @@ class _GradState:
     last: Optional[Event] = None  # the latest BACKWARD or OPTIMIZER_STEP
     backward: Optional[Event] = None  # the latest BACKWARD
     scaled: Optional[Event] = None  # a scaled backward whose gradients are not unscaled yet
+    crossed: bool = False  # a new pass of the training loop began since ``last`` (a step)
+    pending: Optional[Event] = None  # a clip after the previous pass's step, waiting for this pass's backward
 
 
 class GradientClipping(Invariant):
@@ -27,14 +29,28 @@ class GradientClipping(Invariant):
     def feed(self, state: _GradState, ev: Event):
         kind = ev.kind
         if kind is EventKind.BACKWARD:
-            return replace(state, last=ev, backward=ev, scaled=ev if ev.scaled else state.scaled), []
+            found = []
+            if state.pending is not None:
+                # clip at the top of a pass, then this pass's backward: the step used gradients
+                # the clip never saw, and the ones it clipped are overwritten or added to.
+                found.append(Violation("TL101", state.pending, (("step", state.last), ("backward", ev))))
+            return _GradState(last=ev, backward=ev, scaled=ev if ev.scaled else state.scaled), found
         if kind is EventKind.OPTIMIZER_STEP:
-            return replace(state, last=ev, scaled=None), []
+            return replace(state, last=ev, scaled=None, crossed=False, pending=None), []
         if kind in (EventKind.UNSCALE, EventKind.ZERO_GRAD):
             return replace(state, scaled=None), []
+        if kind is EventKind.ITERATION:
+            # A clip at the top of a pass with no backward before the next step had nothing to
+            # prove it clipped the wrong gradients (the backward may be in a call we cannot read).
+            stepped = state.last is not None and state.last.kind is EventKind.OPTIMIZER_STEP
+            return replace(state, crossed=stepped, pending=None), []
+        if kind is EventKind.TRAINING_START or (kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
+            return _GradState(), []
         if kind is EventKind.CLIP:
             found = []
             if state.last is not None and state.last.kind is EventKind.OPTIMIZER_STEP:
+                if state.crossed:
+                    return (state if state.pending is not None else replace(state, pending=ev)), []
                 related = [("step", state.last)]
                 if state.backward is not None:
                     related.append(("backward", state.backward))
@@ -69,6 +85,7 @@ class _ZeroState:
     backward: Optional[Event] = None  # a backward since the last step
     wiped: Optional[Event] = None  # a zero_grad that came after that backward
     stepped: Tuple[Event, ...] = ()  # steps with no zero_grad since (one per optimizer)
+    trained: bool = False  # a backward ran on this path: steps without one (a benchmark) reuse gradients
 
 
 def _clears(zero: Event, step: Event) -> bool:
@@ -93,7 +110,12 @@ class ZeroGradPlacement(Invariant):
     def feed(self, state: _ZeroState, ev: Event):
         kind = ev.kind
         if kind is EventKind.BACKWARD:
-            return replace(state, backward=ev, wiped=None), []
+            return replace(state, backward=ev, wiped=None, trained=True), []
+        if kind is EventKind.TRAINING_START:
+            # A backward before the training loop (a debug pass) belongs to no training step.
+            return replace(state, backward=None, wiped=None), []
+        if kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
+            return _ZeroState(), []
         if kind is EventKind.ZERO_GRAD:
             stepped = tuple(s for s in state.stepped if not _clears(ev, s))
             wiped = ev if state.backward is not None and state.wiped is None else state.wiped
@@ -104,10 +126,12 @@ class ZeroGradPlacement(Invariant):
                 related = (("backward", state.backward), ("step", ev)) if state.backward else (("step", ev),)
                 found.append(Violation("TL104", state.wiped, related))
             previous = next((s for s in state.stepped if same_object(s.target, ev.target)), None)
-            if previous is not None and not ev.manages_grads and not ev.each:
+            # Only on a path that trains: steps that never follow a backward (an optimizer
+            # benchmark) just reuse gradients; ``p.grad = ...`` between steps is an OPAQUE reset.
+            if previous is not None and state.trained and not ev.manages_grads and not ev.each:
                 found.append(Violation("TL105", ev, (("previous", previous),)))
             stepped = tuple(s for s in state.stepped if s.target != ev.target) + (ev,)
-            return _ZeroState(stepped=stepped[-4:]), found
+            return _ZeroState(stepped=stepped[-4:], trained=state.trained), found
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:
@@ -145,6 +169,8 @@ class ClipInMicroStep(Invariant):
         return _MicroClipState()
 
     def feed(self, state: _MicroClipState, ev: Event):
+        if ev.kind is EventKind.TRAINING_START or (ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
+            return _MicroClipState(), []
         if ev.kind is EventKind.CLIP and state.backwards:
             return replace(state, clip=ev), []
         if ev.kind is EventKind.BACKWARD:

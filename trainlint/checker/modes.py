@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-from ..events import Event, EventKind
+from ..events import FAMILY_MODES, Event, EventKind, reaches
 from .base import Invariant, LineOf, Violation, where
 
 
@@ -33,6 +33,9 @@ class EvalModeRestored(Invariant):
         if ev.kind is EventKind.EVAL_MODE and ev.target:
             kept = tuple(e for e in state.evaluating if e.target != ev.target)
             return _ModeState((kept + (ev,))[-4:]), []
+        if ev.kind is EventKind.OPAQUE and FAMILY_MODES in ev.families:
+            # A call we cannot read received the module: it may have switched it back to train().
+            return _ModeState(tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
         if ev.kind is EventKind.TRAIN_MODE and ev.target:
             return _ModeState(tuple(e for e in state.evaluating if not _within(e.target, ev.target))), []
         if ev.kind is EventKind.OPTIMIZER_STEP and ev.module and state.evaluating:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
 
-from ..events import Event, EventKind
+from ..events import FAMILY_GRADS, Event, EventKind
 from .base import Invariant, LineOf, Violation, where
 
 
@@ -49,6 +49,8 @@ class ScalerUse(Invariant):
             return _ScalerState(not_updated=not_updated), found
         if kind is EventKind.ZERO_GRAD:
             return replace(state, scaled=None, plain=None), []
+        if kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
+            return _ScalerState(), []
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import List, Optional, Tuple
 
-from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, Event, EventKind, same_object
+from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, FAMILY_GRADS, Event, EventKind, reaches, same_object
 from .base import Invariant, LineOf, Violation, where
 
 
@@ -22,6 +22,7 @@ class _SchedState:
     history_known: bool
     stepped: frozenset = frozenset()  # optimizers stepped since the start (None: an unknown one)
     entries: Tuple[_SchedEntry, ...] = ()
+    opaque: bool = False  # a call we cannot read may have stepped an optimizer since the start
 
 
 class SchedulerOrder(Invariant):
@@ -49,14 +50,25 @@ class SchedulerOrder(Invariant):
                     entry = replace(entry, stepped_since=True, pending=None)
                 entries.append(entry)
             return replace(state, stepped=state.stepped | {ev.target}, entries=tuple(entries)), found
+        if ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
+            # It may have stepped the optimizers it received: whether a scheduler's next step
+            # follows an optimizer step is unknown. A scheduler step already waiting for its
+            # optimizer step stays: it ran before any step, whatever the call does.
+            entries = tuple(
+                e if e.pending is not None or not reaches(ev, e.optimizer) else replace(e, stepped_since=None)
+                for e in state.entries
+            )
+            return replace(state, entries=entries, opaque=True), []
         return state, []
 
     def _scheduler_step(self, state: _SchedState, ev: Event) -> _SchedState:
         entries = list(state.entries)
         index = next((i for i, e in enumerate(entries) if e.scheduler == ev.target), None)
         if index is None:
-            if state.history_known:
+            if state.history_known and not state.opaque:
                 stepped = any(same_object(o, ev.optimizer) for o in state.stepped)
+            elif state.history_known and any(same_object(o, ev.optimizer) for o in state.stepped):
+                stepped = True
             else:
                 stepped = None
             entry = _SchedEntry(ev.target, ev.optimizer, stepped)
@@ -87,7 +99,14 @@ class SchedulerOrder(Invariant):
 @dataclass(frozen=True)
 class _CadenceEntry:
     scheduler: Optional[str]
-    steps: int  # optimizer steps since this scheduler's last step, capped at 2
+    steps: int  # optimizer steps since this scheduler's last step, capped at 2; UNKNOWN_COUNT: unknown
+
+
+UNKNOWN_COUNT = -1  # a call we cannot read may have stepped the optimizer
+
+
+def _counted(steps: int) -> int:
+    return steps if steps == UNKNOWN_COUNT else min(steps + 1, 2)
 
 
 @dataclass(frozen=True)
@@ -110,10 +129,11 @@ class SchedulerCadence(Invariant):
 
     def feed(self, state: _CadenceState, ev: Event):
         if ev.kind is EventKind.OPTIMIZER_STEP:
-            entries = tuple(
-                replace(e, steps=min(e.steps + 1, 2)) for e in state.entries
-            )
-            return _CadenceState(entries, min(state.steps_since_start + 1, 2)), []
+            entries = tuple(replace(e, steps=_counted(e.steps)) for e in state.entries)
+            return _CadenceState(entries, _counted(state.steps_since_start)), []
+        if ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
+            entries = tuple(replace(e, steps=UNKNOWN_COUNT) for e in state.entries)
+            return _CadenceState(entries, UNKNOWN_COUNT), []
         if ev.kind is EventKind.SCHEDULER_STEP and ev.cadence in (CADENCE_BATCH, CADENCE_EPOCH):
             entry = next((e for e in state.entries if e.scheduler == ev.target), None)
             steps = entry.steps if entry is not None else state.steps_since_start
@@ -121,6 +141,7 @@ class SchedulerCadence(Invariant):
             if ev.cadence == CADENCE_BATCH and steps >= 2:
                 found.append(Violation("TL601", ev))
             elif ev.cadence == CADENCE_EPOCH:
+                # An unknown count is counter-evidence: the cadence is not proven on this path.
                 found.append(Violation("TL601", ev, must=True, holds=steps == 1))
             entries = tuple(e for e in state.entries if e.scheduler != ev.target) + (_CadenceEntry(ev.target, 0),)
             return _CadenceState(entries, state.steps_since_start), found

@@ -12,7 +12,7 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from ..events import CADENCE_METRIC, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind
+from ..events import ALL_FAMILIES, CADENCE_METRIC, EVERYTHING, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import dotted
@@ -42,6 +42,11 @@ class Frame:
     loop_vars: FrozenSet[str] = frozenset()  # names bound by the enclosing for-loops' targets
     explicit_schedule: bool = False  # inside a loop that only steps schedulers (fast-forward)
     accum: Optional[str] = None  # inside an accumulation boundary: how the code names k
+    # Inside a training loop: the names that change from one pass to the next (assigned in the
+    # loop, or locals of a function it calls). A condition on other names is decided once per run:
+    # every pass takes the same branch. None outside training loops.
+    varying: Optional[FrozenSet[str]] = None
+    counters: Tuple[Tuple[int, str, str], ...] = ()  # enclosing ``for v in range(n)``: (loop id, v, n)
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.
@@ -84,6 +89,13 @@ class Extractor:
             self._cache[key] = event
         return event
 
+    def unknown(self, call: cst.Call) -> Event:
+        """A call defined elsewhere whose name suggests a training event (``forward_backward_step``,
+        ``zero_grad(params)``): its body is not read, so it is not taken as that event; it may do
+        anything, and the rules abstain around it."""
+        label = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
+        return self._event(call, kind=EventKind.OPAQUE, label=label, families=ALL_FAMILIES, reach=(EVERYTHING,))
+
     def role(self, path: Optional[str]) -> Optional[Role]:
         return self.model.roles.get(path)
 
@@ -108,10 +120,8 @@ class Extractor:
             return self._event(call, kind=EventKind.CLIP)
         if qualified == "torch.autograd.backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
-        if _BACKWARD_NAME.search(name) and name != "backward":
-            return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
-        if name.endswith("zero_grad"):
-            return self._event(call, kind=EventKind.ZERO_GRAD)  # a helper such as zero_grad(params)
+        if (_BACKWARD_NAME.search(name) and name != "backward") or name.endswith("zero_grad"):
+            return self.unknown(call)
         if name == "iter" and len(call.args) == 1:
             return self.loader_event(call, call.args[0].value, frame)
         return None
@@ -128,8 +138,7 @@ class Extractor:
                 return self._backward(call, call.args[0].value, frame)
             return self._backward(call, receiver_node, frame)
         if _BACKWARD_NAME.search(method) and method not in _ENGINE_METHODS:
-            # forward_backward_step() and the like, defined elsewhere: a backward pass happens.
-            return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
+            return self.unknown(call)
         if method == "manual_backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
         if method == "zero_grad":
@@ -193,9 +202,11 @@ class Extractor:
     def _step_event(self, call: cst.Call, receiver: Optional[str], frame: Frame) -> Optional[Event]:
         role = self.role(receiver)
         kind = role.kind if role is not None else None
-        if kind == PIPELINE or (kind is None and _PIPELINE_NAME.search(_last(receiver))):
+        if kind == PIPELINE:
             # torch.distributed.pipelining schedules run forward and backward inside step().
             return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
+        if kind is None and _PIPELINE_NAME.search(_last(receiver)):
+            return self.unknown(call)
         if kind is None:
             last = _last(receiver)
             if _SCALER_NAME.search(last):

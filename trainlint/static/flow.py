@@ -21,7 +21,8 @@ import libcst as cst
 
 from .. import checker
 from ..checker import Violation
-from ..events import Event, EventKind
+from ..events import EVERYTHING, FAMILY_GRADS, Event, EventKind
+from .evidence import Evidence
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from .names import dotted
@@ -38,12 +39,19 @@ _BOUNDARY_NAME = re.compile(r"accum|sync_gradients|gradient_accumulation", re.IG
 class PathState:
     checks: checker.State
     assume: FrozenSet[Tuple[str, bool]] = frozenset()
+    # Accumulation boundaries (``if (i + 1) % k == 0:`` around a step) of the loops being run whose
+    # branch this path has not taken yet: a loop over many batches takes it, so a path that leaves
+    # the loop without ever taking it is not a path the program runs.
+    unfired: FrozenSet[int] = frozenset()
+    # Loops whose last pass this path is in (it took ``else`` of ``if i < n - 1:`` in
+    # ``for i in range(n)``): it cannot go round again.
+    last_pass: FrozenSet[int] = frozenset()
     # States are hashed over and over when paths merge; hashing nested frozen dataclasses is deep,
     # so the hash is computed once.
     _hash: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.checks, self.assume)))
+        object.__setattr__(self, "_hash", hash((self.checks, self.assume, self.unfired, self.last_pass)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -99,7 +107,7 @@ class Interpreter:
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
         self._calls: Dict[int, List[cst.Call]] = {}
-        self._relevance: Dict[int, bool] = {}
+        self._relevance: Dict[tuple, bool] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
         self._condition_counts: Optional[Dict[str, int]] = None
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
@@ -107,6 +115,7 @@ class Interpreter:
         # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
         self._event_names = _EVENT_NAMES | wrapped | aliases
+        self.evidence = Evidence(model, extractor, self._local_callee)
         self._eventful = self._eventful_functions()
 
         self._sync_managed = _manages_sync(model)
@@ -120,6 +129,8 @@ class Interpreter:
         here, or if its receiver is a parameter (whose role the caller decides)."""
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if self.evidence.opaque(call, Frame(fn, cls=fn.cls if fn else None)) is not None:
+            return True  # unknown, and it receives training objects: it may do an event
         if not self._is_event_name(name):
             return False
         if name not in _AMBIGUOUS:
@@ -172,7 +183,8 @@ class Interpreter:
 
     def relevant(self, node: cst.CSTNode, frame: Frame) -> bool:
         """Can this statement change a path's events or end it? Irrelevant statements are skipped."""
-        cached = self._relevance.get(id(node))
+        key = (id(node), frame.subst)
+        cached = self._relevance.get(key)
         if cached is None:
             cached = False
             fn = frame.function
@@ -182,11 +194,12 @@ class Interpreter:
                     cached = self.eventful(callee) if callee is not None else self._may_event(sub, fn)
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
-                elif isinstance(sub, cst.Assign) and _clears_grad(sub):
+                elif isinstance(sub, (cst.Assign, cst.AugAssign, cst.Expr)) and (
+                        (isinstance(sub, cst.Assign) and _clears_grad(sub)) or _rescales_grad(sub)):
                     cached = True
                 if cached:
                     break
-            self._relevance[id(node)] = cached
+            self._relevance[key] = cached
         return cached
 
     # ----------------------------------------------------------------- entry points
@@ -214,7 +227,7 @@ class Interpreter:
                     self.violations.setdefault(violation, None)
                 else:
                     self._counter.add((violation.rule, violation.at))
-            out.append(PathState(checks, state.assume))
+            out.append(replace(state, checks=checks))
         return _unique(out)
 
     def confirmed(self) -> List[Violation]:
@@ -300,6 +313,10 @@ class Interpreter:
                 return outcome
             if isinstance(small, cst.Assign) and _clears_grad(small):
                 states = self._feed(states, self.extractor._event(small, kind=EventKind.ZERO_GRAD, label="p.grad = None"))
+            elif _rescales_grad(small):
+                # ``p.grad = g``, ``p.grad /= k``: gradients set or normalised by hand.
+                states = self._feed(states, self.extractor._event(
+                    small, kind=EventKind.OPAQUE, label="p.grad = ...", families=frozenset({FAMILY_GRADS}), reach=(EVERYTHING,)))
         outcome.normal = states
         return outcome
 
@@ -308,8 +325,11 @@ class Interpreter:
             callee = self._local_callee(call, frame)
             if callee is not None:
                 states = self._inline(callee, call, states, frame)
-            else:
-                states = self._feed(states, self.extractor.call_event(call, frame))
+                continue
+            event = self.extractor.call_event(call, frame)
+            if event is None:
+                event = self.evidence.opaque(call, frame)
+            states = self._feed(states, event)
         return states
 
     # ----------------------------------------------------------------- branches
@@ -326,16 +346,30 @@ class Interpreter:
         true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
         only_true = k is None and not orelse and self._calls_named(stmt.body, "set_epoch")
         # Only a condition tested again later is worth remembering: others would multiply paths.
-        remember = self._repeated_conditions().get(key, 0) > 1
+        # In a training loop, a condition on names no pass changes (``if args.inference_only:``)
+        # is tested again by the next pass, and takes the same branch there.
+        remember = self._repeated_conditions().get(key, 0) > 1 or (
+            frame.varying is not None and not (self._cond_names.get(key, frozenset()) & frame.varying)
+        )
+        fires = id(stmt)
         true_states, false_states = [], []
         for state in states:
             assumed = dict(state.assume).get(key)
             if assumed is None or assumed == polarity:
-                true_states.append(replace(state, assume=state.assume | {(key, polarity)}) if remember else state)
+                if fires in state.unfired:
+                    state_true = replace(state, unfired=state.unfired - {fires})
+                else:
+                    state_true = state
+                true_states.append(replace(state_true, assume=state_true.assume | {(key, polarity)}) if remember else state_true)
             if only_true:
                 continue  # guards of set_epoch (``if distributed:``) hold where a sampler exists
             if assumed is None or assumed != polarity:
                 false_states.append(replace(state, assume=state.assume | {(key, not polarity)}) if remember else state)
+        last = self._last_pass_test(stmt.test, frame)
+        if last is not None:
+            loop_id, when = last
+            marked = [replace(s, last_pass=s.last_pass | {loop_id}) for s in (true_states if when else false_states)]
+            true_states, false_states = (marked, false_states) if when else (true_states, marked)
         taken = self.block(body, true_states, true_frame)
         other = self.block(orelse, false_states, frame) if orelse else Outcome(normal=false_states)
         merged = _merge(taken, other, None)
@@ -435,21 +469,35 @@ class Interpreter:
 
     # ----------------------------------------------------------------- loops
     def _loop(self, stmt, states: List[PathState], frame: Frame) -> Outcome:
+        trains = self.evidence.trains(stmt, frame)
         if isinstance(stmt, cst.For):
             states = self._expr(stmt.iter, states, frame)
-            states = self._feed(states, self.extractor.loader_event(stmt, stmt.iter, frame))
+            if trains:  # an epoch is a pass over a loader that trains, not any pass over it
+                states = self._feed(states, self.extractor.loader_event(stmt, stmt.iter, frame))
             forever = False
         else:
             states = self._expr(stmt.test, states, frame)
             forever = _always_true(stmt.test)
         body = block(stmt.body)
         assigned = self._assigned_in(stmt)
+        iteration = None
+        boundaries: FrozenSet[int] = frozenset()
+        if trains:
+            states = self._feed(states, self.extractor._event(stmt, kind=EventKind.TRAINING_START, label="training loop"))
+            iteration = self.extractor._event(stmt, kind=EventKind.ITERATION, label="next iteration")
+            frame = replace(frame, varying=(frame.varying or frozenset()) | assigned)
+            boundaries = self._boundaries_in(body, frame)
+            if boundaries:
+                states = [replace(s, unfired=s.unfired | boundaries) for s in states]
         if self._only_scheduler_steps(stmt, frame):
             # ``for _ in range(n): scheduler.step()`` fast-forwards a schedule on purpose.
             frame = replace(frame, explicit_schedule=True)
         if isinstance(stmt, cst.For):
             # ``for opt in optimizers: opt.step()`` steps a different object on every pass.
             frame = replace(frame, loop_vars=frame.loop_vars | frozenset(_names(stmt.target)))
+            counted = _range_bound(stmt)
+            if counted is not None:
+                frame = replace(frame, counters=frame.counters + ((id(stmt),) + counted,))
         result = Outcome()
         first = self.block(body, states, frame)
         result.returns += first.returns
@@ -457,22 +505,84 @@ class Interpreter:
         if not first.normal and not first.continues:
             result.breaks += first.breaks
         head = _unique(self._forget(s, assigned) for s in head)
+        final = [s for s in head if id(stmt) in s.last_pass]
+        head = [s for s in head if id(stmt) not in s.last_pass]
         seen = dict.fromkeys(head)
         work = head
         rounds = 0
         while work and rounds < MAX_LOOP_ROUNDS:
             rounds += 1
-            again = self.block(body, work, frame)
+            again = self.block(body, self._feed(work, iteration), frame)
             result.breaks += again.breaks
             result.returns += again.returns
             new = [s for s in (self._forget(s, assigned) for s in again.normal + again.continues) if s not in seen]
-            new = _unique(new)
+            final += [s for s in new if id(stmt) in s.last_pass]
+            new = _unique(s for s in new if id(stmt) not in s.last_pass)
             seen.update(dict.fromkeys(new))
             work = new
-        exits = [] if forever else list(seen)
+        # A loop that tells its last pass apart leaves after that pass, not after any other.
+        last_passes = [replace(s, last_pass=s.last_pass - {id(stmt)}) for s in final]
+        exits = [] if forever else (last_passes if last_passes else list(seen))
+        if boundaries:
+            fired = [s for s in exits if not (s.unfired & boundaries)]
+            exits = _strip(fired or exits, boundaries)
+            result.breaks = _strip(result.breaks, boundaries)
+            result.returns = _strip(result.returns, boundaries)
         if stmt.orelse is not None and exits:
             exits = self.block(block(stmt.orelse.body), exits, frame).normal
         return Outcome(normal=_unique(exits + result.breaks), returns=result.returns)
+
+    def _last_pass_test(self, test: cst.BaseExpression, frame: Frame) -> Optional[Tuple[int, bool]]:
+        """(loop, truth value) when ``test`` tells the last pass of an enclosing ``for v in
+        range(n)``: ``v < n - 1`` is False there, ``v == n - 1`` and ``v + 1 == n`` True."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return None
+        code = self.model.module.code_for_node
+        left = "".join(code(test.left).split())
+        right = "".join(code(test.comparisons[0].comparator).split())
+        op = test.comparisons[0].operator
+        for loop_id, var, bound in frame.counters:
+            if (left, right) in ((var, bound + "-1"), (var + "+1", bound)):
+                if isinstance(op, cst.LessThan):
+                    return loop_id, False
+                if isinstance(op, cst.Equal):
+                    return loop_id, True
+                if isinstance(op, cst.NotEqual):
+                    return loop_id, False
+            if (left, right) == (var, bound + "-1") and isinstance(op, cst.GreaterThanEqual):
+                return loop_id, True
+        return None
+
+    def _boundaries_in(self, body: Sequence[cst.CSTNode], frame: Frame) -> FrozenSet[int]:
+        """Accumulation boundaries of this loop's passes: ``if`` statements (not in nested loops)
+        whose test is a boundary condition and whose branch steps an optimizer."""
+        found: Set[int] = set()
+        pending = list(body)
+        while pending:
+            stmt = pending.pop()
+            if isinstance(stmt, cst.If):
+                _, polarity = self._cond_key(stmt.test)
+                negated = any(isinstance(c.operator, cst.NotEqual) for node in walk(stmt.test)
+                              if isinstance(node, cst.Comparison) for c in node.comparisons)
+                if polarity and not negated and self._boundary(stmt.test, frame) is not None and any(
+                    kind in (EventKind.OPTIMIZER_STEP, EventKind.OPAQUE)
+                    for call in self.calls(stmt.body) for kind in self.evidence.call_kinds(call, frame)
+                ):
+                    found.add(id(stmt))
+                pending.extend(block(stmt.body))
+                if isinstance(stmt.orelse, cst.If):
+                    pending.append(stmt.orelse)
+                elif isinstance(stmt.orelse, cst.Else):
+                    pending.extend(block(stmt.orelse.body))
+            elif isinstance(stmt, (cst.With, cst.Try, cst.TryStar)):
+                pending.extend(block(stmt.body))
+        return frozenset(found)
+
+    def _locals_of(self, fn: Function) -> FrozenSet[str]:
+        names = {p for p in fn.params if p not in ("self", "cls")}
+        for target, _ in fn.assigns:
+            names.update(_names(target))
+        return frozenset(names)
 
     def _only_scheduler_steps(self, stmt, frame: Frame) -> bool:
         calls = self.calls(stmt.body)
@@ -502,7 +612,7 @@ class Interpreter:
         if not state.assume:
             return state
         kept = frozenset(a for a in state.assume if not (self._cond_names.get(a[0], frozenset()) & assigned))
-        return state if kept == state.assume else PathState(state.checks, kept)
+        return state if kept == state.assume else replace(state, assume=kept)
 
     # ----------------------------------------------------------------- calls
     def _local_callee(self, call: cst.Call, frame: Frame) -> Optional[Function]:
@@ -520,12 +630,19 @@ class Interpreter:
         return None
 
     def _inline(self, callee: Function, call: cst.Call, states: List[PathState], frame: Frame) -> List[PathState]:
-        if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH or not self.eventful(callee):
+        if not self.eventful(callee):
             return states
+        if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
+            return self._feed(states, self.extractor.unknown(call))  # not followed: it may do anything
         self.reached.add(id(callee.node))
         subst = self._bind(callee, call, frame)
-        callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls or frame.cls, accum=frame.accum)
-        key = (id(callee.node), subst, frame.accum, callee_frame.cls, tuple(states))
+        varying = None
+        if frame.varying is not None:
+            # The callee's own locals and parameters change from call to call.
+            varying = frame.varying | self._locals_of(callee)
+        callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls or frame.cls, accum=frame.accum,
+                             varying=varying)
+        key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
@@ -554,6 +671,23 @@ class Interpreter:
                 if path is not None and path != arg.keyword.value:
                     bound[arg.keyword.value] = path
         return tuple(sorted(bound.items()))
+
+
+def _range_bound(loop: cst.For) -> Optional[Tuple[str, str]]:
+    """(v, n) for ``for v in range(n)`` / ``range(0, n)``, as source text without spaces."""
+    if not isinstance(loop.target, cst.Name) or not isinstance(loop.iter, cst.Call) or _last_name(loop.iter.func) != "range":
+        return None
+    args = loop.iter.args
+    if len(args) == 2 and isinstance(args[0].value, cst.Integer) and args[0].value.value == "0":
+        args = args[1:]
+    if len(args) != 1 or args[0].keyword is not None:
+        return None
+    bound = cst.Module([]).code_for_node(args[0].value)
+    return loop.target.value, "".join(bound.split())
+
+
+def _strip(states: List[PathState], boundaries: FrozenSet[int]) -> List[PathState]:
+    return [replace(s, unfired=s.unfired - boundaries) if s.unfired & boundaries else s for s in states]
 
 
 def _merge(a: Outcome, b: Outcome, normal: Optional[List[PathState]]) -> Outcome:
@@ -586,6 +720,27 @@ def _clears_grad(assign: cst.Assign) -> bool:
         and assign.value.value == "None"
         and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in assign.targets)
     )
+
+
+def _rescales_grad(small: cst.BaseSmallStatement) -> bool:
+    """``p.grad = expr``, ``p.grad /= k``, ``p.grad.div_(k)``, ``p.grad.data.mul_(s)``."""
+    if isinstance(small, cst.Assign):
+        return any(_is_grad(t.target) for t in small.targets)
+    if isinstance(small, cst.AugAssign):
+        return _is_grad(small.target)
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        func = small.value.func
+        return isinstance(func, cst.Attribute) and func.attr.value in _GRAD_SCALERS and _is_grad(func.value)
+    return False
+
+
+_GRAD_SCALERS = frozenset({"div_", "mul_", "copy_", "set_"})
+
+
+def _is_grad(node: cst.BaseExpression) -> bool:
+    while isinstance(node, cst.Attribute) and node.attr.value == "data":
+        node = node.value
+    return isinstance(node, cst.Attribute) and node.attr.value == "grad"
 
 
 def _manages_sync(model: ModuleModel) -> bool:

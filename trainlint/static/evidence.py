@@ -1,0 +1,206 @@
+"""What the static engine may take as evidence: the one place that decides it, for every rule.
+
+- **Unknown is never absent.** A call whose body the engine cannot read (imported from a module it
+  did not analyze, a method of an object it cannot type) and that receives training objects may do
+  anything to them: it becomes an OPAQUE event naming what it received, and each invariant forgets
+  what that call could have changed (a set_epoch, a step, a backward, a train()). A call that
+  receives no training object cannot touch them and is no event at all.
+- **Callees are judged by their bodies.** A local function's effect is summarised once (the event
+  kinds it may produce, through the functions it calls) and reused at every call site; its name
+  says nothing.
+- **An iteration** is a pass of a loop that trains: its body (with the functions it calls) may
+  backpropagate and may step an optimizer. **An epoch** is a pass over a loader whose loop trains;
+  an evaluation pass over the same loader is not one.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, Optional, Set, Tuple
+
+import libcst as cst
+
+from ..events import EVERYTHING, FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
+from .module import Function, ModuleModel
+from .names import dotted
+from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, classify_constructor
+from .walk import children, walk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .extract import Extractor, Frame
+
+# Roles whose objects an unknown call could use to backpropagate, step, clip or zero gradients.
+_GRAD_ROLES = frozenset({OPTIMIZER, SCALER, ENGINE, ACCELERATOR, PIPELINE, SCHEDULER, WRAPPED})
+_DATA_ROLES = frozenset({LOADER, SAMPLER})
+
+# Methods of role objects that are known not to produce training events (the ones that do are
+# recognised by the extractor). Anything else called on such an object is unknown.
+_PURE_METHODS = frozenset({
+    "state_dict", "load_state_dict", "get_last_lr", "get_lr", "get_scale", "is_enabled", "scale",
+    "add_param_group", "print", "gather", "gather_for_metrics", "wait_for_everyone", "log", "save",
+    "save_state", "load_state", "unwrap_model", "init_trackers", "end_training", "reduce",
+    "pad_across_processes", "get_state_dict", "save_model", "register_for_checkpointing", "prepare",
+    "autocast", "parameters", "named_parameters", "modules", "named_modules", "children", "to",
+    "cuda", "cpu", "float", "half", "register_buffer", "register_forward_hook", "register_comm_hook",
+    "__len__", "set_sampler_epoch", "get_global_step", "is_gradient_accumulation_boundary",
+    "save_checkpoint", "load_checkpoint", "get_lr_schedule", "keys", "values", "items", "get",
+    # context managers the extractor models as sync switches (or that only gate processes)
+    "accumulate", "no_sync", "join_uneven_inputs", "main_process_first", "local_main_process_first",
+    "split_between_processes",
+})
+# Functions that only read what they receive.
+_PURE_FUNCTIONS = frozenset({
+    "len", "print", "range", "enumerate", "zip", "isinstance", "issubclass", "hasattr", "getattr",
+    "str", "int", "float", "bool", "repr", "type", "id", "min", "max", "sum", "list", "dict", "tuple",
+    "set", "sorted", "reversed", "iter", "next", "format", "round", "abs", "any", "all", "map", "filter",
+    "vars", "deepcopy", "copy", "tqdm", "trange",
+})
+_PURE_MODULES = ("torch.", "numpy.", "math.", "logging.", "os.", "time.", "json.", "random.", "wandb.",
+                 "copy.", "tqdm.", "sys.", "pathlib.", "shutil.", "pickle.")
+
+
+def _all_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
+    """Every call under ``node`` except inside nested functions, classes and lambdas."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node:
+            continue
+        if isinstance(current, cst.Call):
+            yield current
+        stack.extend(children(current))
+
+
+class Evidence:
+    """Evidence questions for one module, answered once and cached."""
+
+    def __init__(self, model: ModuleModel, extractor: "Extractor",
+                 local_callee: Callable[[cst.Call, "Frame"], Optional[Function]]) -> None:
+        self.model = model
+        self.extractor = extractor
+        self.local_callee = local_callee
+        self._summaries: Dict[int, FrozenSet[EventKind]] = {}
+        self._loops: Dict[Tuple[int, Optional[str]], bool] = {}
+        self._mode_targets = self._eval_receivers()
+        self._attributes = frozenset(
+            dotted(node) for target, _ in model.module_assigns + [a for fn in model.all_functions for a in fn.assigns]
+            for node in ([e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target])
+            if isinstance(node, cst.Attribute)
+        )
+        self._self_holds_roles = any(path.startswith("self.") and role.kind in _GRAD_ROLES | _DATA_ROLES
+                                     for path, role in model.roles.roles.items())
+
+    # ----------------------------------------------------------------- unknown calls
+    def opaque(self, call: cst.Call, frame: "Frame", named_like_event: bool = False) -> Optional[Event]:
+        """An OPAQUE event for a call the engine cannot read that receives training objects.
+        ``named_like_event``: the callee's name suggests a training event (``forward_backward``),
+        which is never taken as the event itself, only as a reason to abstain."""
+        func = call.func
+        qualified = self.model.imports.qualify(func) or ""
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if isinstance(func, cst.Name) and name in _PURE_FUNCTIONS and name not in self.model.imports.names:
+            return None
+        if qualified.startswith(_PURE_MODULES) or qualified in ("print", "len"):
+            return None
+        if classify_constructor(call, self.model.imports) is not None:
+            return None  # building a scheduler over the optimizer, a sampler over the dataset...
+        received = [arg.value for arg in call.args]
+        if isinstance(func, cst.Attribute) and dotted(func) not in self._attributes:
+            # A method of the receiver (``self.attribute(x)`` calls the object stored there).
+            if name in _PURE_METHODS:
+                return None
+            received.append(func.value)
+        reach: Set[str] = set()
+        families: Set[str] = set()
+        for expr in received:
+            path = frame.resolve(expr)
+            if path is None:
+                continue
+            self._classify(path, reach, families)
+        if named_like_event:
+            families.add(FAMILY_GRADS)
+            reach.add(EVERYTHING)
+        if not families:
+            return None
+        label = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
+        return self.extractor._event(call, kind=EventKind.OPAQUE, label=label,
+                                     families=frozenset(families), reach=tuple(sorted(reach)))
+
+    def _classify(self, path: str, reach: Set[str], families: Set[str]) -> None:
+        roles = self.model.roles
+        role = roles.get(path)
+        if role is not None and role.kind in _GRAD_ROLES:
+            families.add(FAMILY_GRADS)
+            reach.add(path)
+        if role is not None and role.kind in _DATA_ROLES:
+            families.add(FAMILY_DATA)
+            reach.add(path)
+            if role.kind == LOADER and role.sampler:
+                reach.add(role.sampler)
+        if path == "self" and self._self_holds_roles:
+            # ``helper(self)`` or an inherited method: it can reach every training attribute.
+            families.update((FAMILY_GRADS, FAMILY_DATA, FAMILY_MODES))
+            reach.add("self")
+        if any(path == t or t.startswith(path + ".") for t in self._mode_targets):
+            families.add(FAMILY_MODES)
+            reach.add(path)
+        for held in _held_roles(roles.roles, path):
+            # An object holding a loader or optimizer (``self.train_loader`` given as ``self``).
+            self._classify(held, reach, families)
+
+    def _eval_receivers(self) -> FrozenSet[str]:
+        """Modules whose eval() the module calls: the only ones whose mode any rule follows."""
+        found = set()
+        for node in walk(self.model.module):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "eval" \
+                    and not node.args and dotted(node.func.value):
+                found.add(dotted(node.func.value))
+        return frozenset(found)
+
+    # ----------------------------------------------------------------- summaries
+    def call_kinds(self, call: cst.Call, frame: "Frame") -> FrozenSet[EventKind]:
+        """The event kinds a call may produce: its own event, its callee's summary, or OPAQUE."""
+        callee = self.local_callee(call, frame)
+        if callee is not None:
+            return self.summary(callee)
+        event = self.extractor.call_event(call, frame)
+        if event is not None:
+            return frozenset({event.kind})
+        opaque = self.opaque(call, frame)
+        if opaque is not None and FAMILY_GRADS in opaque.families:
+            return frozenset({EventKind.OPAQUE})
+        return frozenset()
+
+    def summary(self, fn: Function) -> FrozenSet[EventKind]:
+        """Event kinds a local function may produce, through the functions it calls; computed once."""
+        cached = self._summaries.get(id(fn.node))
+        if cached is not None:
+            return cached
+        self._summaries[id(fn.node)] = frozenset()  # recursion: what is known so far
+        from .extract import Frame  # the frame type lives with the extractor
+
+        frame = Frame(fn, cls=fn.cls)
+        kinds: Set[EventKind] = set()
+        for stmt in fn.body:
+            for call in _all_calls(stmt):
+                kinds |= self.call_kinds(call, frame)
+        result = frozenset(kinds)
+        self._summaries[id(fn.node)] = result
+        return result
+
+    # ----------------------------------------------------------------- iterations and epochs
+    def trains(self, loop: cst.CSTNode, frame: "Frame") -> bool:
+        """Does a pass of this loop train: may it backpropagate and may it step an optimizer?"""
+        key = (id(loop), frame.cls)
+        cached = self._loops.get(key)
+        if cached is None:
+            kinds: Set[EventKind] = set()
+            for call in _all_calls(loop.body):
+                kinds |= self.call_kinds(call, frame)
+            backward = EventKind.BACKWARD in kinds or EventKind.OPAQUE in kinds
+            step = EventKind.OPTIMIZER_STEP in kinds or EventKind.OPAQUE in kinds
+            cached = self._loops[key] = backward and step
+        return cached
+
+
+def _held_roles(roles: Dict[str, object], path: str) -> Iterable[str]:
+    prefix = path + "."
+    return [p for p in roles if p.startswith(prefix) and "." not in p[len(prefix):]] if path != "self" else []
