@@ -57,6 +57,10 @@ _PURE_MODULES = ("torch.", "numpy.", "math.", "logging.", "os.", "time.", "json.
                  "copy.", "tqdm.", "sys.", "pathlib.", "shutil.", "pickle.")
 
 
+_MAY_BACKWARD = frozenset({EventKind.BACKWARD, EventKind.OPAQUE})
+_MAY_STEP = frozenset({EventKind.OPTIMIZER_STEP, EventKind.OPAQUE})
+
+
 def _all_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
     """Every call under ``node`` except inside nested functions, classes and lambdas."""
     stack = [node]
@@ -78,7 +82,7 @@ class Evidence:
         self.extractor = extractor
         self.local_callee = local_callee
         self._summaries: Dict[int, FrozenSet[EventKind]] = {}
-        self._loops: Dict[Tuple[int, Optional[str]], bool] = {}
+        self._loops: Dict[Tuple[int, Optional[str]], FrozenSet[EventKind]] = {}
         self._mode_targets = self._eval_receivers()
         self._attributes = frozenset(
             dotted(node) for target, _ in model.module_assigns + [a for fn in model.all_functions for a in fn.assigns]
@@ -189,15 +193,22 @@ class Evidence:
     # ----------------------------------------------------------------- iterations and epochs
     def trains(self, loop: cst.CSTNode, frame: "Frame") -> bool:
         """Does a pass of this loop train: may it backpropagate and may it step an optimizer?"""
+        kinds = self._loop_kinds(loop, frame)
+        return bool(kinds & _MAY_BACKWARD) and bool(kinds & _MAY_STEP)
+
+    def steps(self, loop: cst.CSTNode, frame: "Frame") -> bool:
+        """May a pass of this loop step an optimizer? Its passes are iterations even when the
+        backward is somewhere the engine cannot see."""
+        return bool(self._loop_kinds(loop, frame) & _MAY_STEP)
+
+    def _loop_kinds(self, loop: cst.CSTNode, frame: "Frame") -> FrozenSet[EventKind]:
         key = (id(loop), frame.cls)
         cached = self._loops.get(key)
         if cached is None:
             kinds: Set[EventKind] = set()
             for call in _all_calls(loop.body):
                 kinds |= self.call_kinds(call, frame)
-            backward = EventKind.BACKWARD in kinds or EventKind.OPAQUE in kinds
-            step = EventKind.OPTIMIZER_STEP in kinds or EventKind.OPAQUE in kinds
-            cached = self._loops[key] = backward and step
+            cached = self._loops[key] = frozenset(kinds)
         return cached
 
 

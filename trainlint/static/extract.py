@@ -77,6 +77,13 @@ class Extractor:
     def __init__(self, model: ModuleModel) -> None:
         self.model = model
         self._cache: Dict[tuple, Event] = {}
+        # ``scheduler.last_epoch = start_epoch - 1``: a schedule positioned by hand (a resume
+        # rewind), so where its steps fall is the program's explicit choice.
+        self._positioned = frozenset(
+            path[: -len(".last_epoch")]
+            for target, _ in model.module_assigns + [a for fn in model.all_functions for a in fn.assigns]
+            for path in (dotted(target) or "",) if path.endswith(".last_epoch")
+        )
 
     def _event(self, node: cst.CSTNode, **fields) -> Event:
         key = (id(node),) + tuple(sorted(fields.items()))
@@ -224,7 +231,7 @@ class Extractor:
             each = (receiver or "").split(".", 1)[0] in frame.loop_vars
             return self._optimizer_step(call, receiver, frame, manages_grads=closure, each=each)
         if kind == SCHEDULER:
-            explicit = frame.explicit_schedule or any(
+            explicit = frame.explicit_schedule or receiver in self._positioned or any(
                 a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args
             )
             cadence = CADENCE_METRIC if explicit else (role.cadence if role is not None else None)

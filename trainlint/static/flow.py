@@ -90,7 +90,6 @@ _EVENT_NAMES = frozenset({
 })
 
 _BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)
-_GRAD_NONE = re.compile(r"\.grad\s*=\s*None")
 _JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
@@ -155,9 +154,10 @@ class Interpreter:
             else:
                 calls.setdefault(id(fn.node), set()).add(site.name)
         for fn in self.model.all_functions:
-            if id(fn.node) not in direct and (self._loaders_matter or _GRAD_NONE.search(self.model.source)):
+            if id(fn.node) not in direct and (self._loaders_matter or ".grad" in self.model.source):
                 if any(
-                    (isinstance(node, cst.Assign) and _clears_grad(node)) or (isinstance(node, cst.For) and self._loaders_matter)
+                    (isinstance(node, cst.Assign) and _clears_grad(node)) or _rescales_grad(node)
+                    or (isinstance(node, cst.For) and self._loaders_matter)
                     for node in walk(fn.node)
                 ):
                     direct.add(id(fn.node))
@@ -352,6 +352,10 @@ class Interpreter:
             frame.varying is not None and not (self._cond_names.get(key, frozenset()) & frame.varying)
         )
         fires = id(stmt)
+        if _tests_grad_presence(stmt.test):
+            # ``if p.grad is not None:`` over the parameters after a backward: they have gradients.
+            taken = self.block(body, states, true_frame)
+            return taken if not orelse else _merge(taken, Outcome(), taken.normal)
         true_states, false_states = [], []
         for state in states:
             assumed = dict(state.assume).get(key)
@@ -470,6 +474,7 @@ class Interpreter:
     # ----------------------------------------------------------------- loops
     def _loop(self, stmt, states: List[PathState], frame: Frame) -> Outcome:
         trains = self.evidence.trains(stmt, frame)
+        steps = trains or self.evidence.steps(stmt, frame)
         if isinstance(stmt, cst.For):
             states = self._expr(stmt.iter, states, frame)
             if trains:  # an epoch is a pass over a loader that trains, not any pass over it
@@ -482,7 +487,7 @@ class Interpreter:
         assigned = self._assigned_in(stmt)
         iteration = None
         boundaries: FrozenSet[int] = frozenset()
-        if trains:
+        if steps:
             states = self._feed(states, self.extractor._event(stmt, kind=EventKind.TRAINING_START, label="training loop"))
             iteration = self.extractor._event(stmt, kind=EventKind.ITERATION, label="next iteration")
             frame = replace(frame, varying=(frame.varying or frozenset()) | assigned)
@@ -671,6 +676,15 @@ class Interpreter:
                 if path is not None and path != arg.keyword.value:
                     bound[arg.keyword.value] = path
         return tuple(sorted(bound.items()))
+
+
+def _tests_grad_presence(test: cst.BaseExpression) -> bool:
+    """``p.grad is not None`` (gradients exist: the branch a training path takes)."""
+    return (
+        isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot) and _is_grad(test.left)
+        and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
+    )
 
 
 def _range_bound(loop: cst.For) -> Optional[Tuple[str, str]]:

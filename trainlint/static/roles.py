@@ -109,7 +109,11 @@ def _horizon_cadence(horizon: Optional[cst.BaseExpression]) -> Optional[str]:
 def _counts_iterations(horizon: Optional[cst.BaseExpression]) -> bool:
     """``StepLR(opt, step_size=args.decay_iters)``: decay points counted in iterations make a
     per-batch schedule, whatever the class is usually used for."""
-    names = [dotted(sub) or "" for sub in walk(horizon) if isinstance(sub, (cst.Name, cst.Attribute))] if horizon is not None else []
+    if horizon is None:
+        return False
+    if any(isinstance(sub, cst.Call) and dotted(sub.func) == "len" for sub in walk(horizon)):
+        return True  # ``int(len(train_loader) * epochs // 3)``: counted in batches
+    names = [dotted(sub) or "" for sub in walk(horizon) if isinstance(sub, (cst.Name, cst.Attribute))]
     return any("iter" in name.rsplit(".", 1)[-1].lower() for name in names)
 
 

@@ -22,7 +22,7 @@ class CallSite:
     statement: cst.CSTNode  # the simple statement (or compound header) holding the call
     function: Optional[Function]
     loops: Tuple[cst.CSTNode, ...]  # enclosing For/While, outermost first
-    tests: Tuple[cst.BaseExpression, ...]  # enclosing if/while tests (and early-return guards)
+    tests: Tuple[cst.BaseExpression, ...]  # conditions that hold here: enclosing if/while tests, negated in else branches and after early returns
     withs: Tuple[cst.BaseExpression, ...]  # enclosing with-items
 
     @property
@@ -82,11 +82,11 @@ class SiteIndex:
                 self._visit(block(stmt.body), fn, loops, tests_here + (stmt.test,), withs)
                 orelse = stmt.orelse
                 if isinstance(orelse, cst.If):
-                    self._visit([orelse], fn, loops, tests_here + (stmt.test,), withs)
+                    self._visit([orelse], fn, loops, tests_here + (_negated(stmt.test),), withs)
                 elif isinstance(orelse, cst.Else):
-                    self._visit(block(orelse.body), fn, loops, tests_here + (stmt.test,), withs)
+                    self._visit(block(orelse.body), fn, loops, tests_here + (_negated(stmt.test),), withs)
                 if _returns_early(stmt):
-                    guard = guard + (stmt.test,)  # ``if rank != 0: return`` guards what follows
+                    guard = guard + (_negated(stmt.test),)  # ``if rank != 0: return`` guards what follows
             elif isinstance(stmt, (cst.For, cst.While)):
                 header = stmt.iter if isinstance(stmt, cst.For) else stmt.test
                 self._calls_in(header, stmt, fn, loops, tests_here, withs)
@@ -199,6 +199,13 @@ class SiteIndex:
         if site.function is None or depth > 3:
             return False
         return any(self.in_training_loop(caller, depth + 1) for caller in self.calls_of(site.function))
+
+
+def _negated(test: cst.BaseExpression) -> cst.BaseExpression:
+    """The condition that holds in the else branch (or after an early return): ``not test``."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return test.expression
+    return cst.UnaryOperation(operator=cst.Not(), expression=test)
 
 
 def _returns_early(stmt: cst.If) -> bool:

@@ -12,9 +12,12 @@ from ..walk import walk
 from . import Context, Match
 
 _RANK_CHECK = re.compile(
-    r"rank|main_process|master|is_main|is_master|process_index|local_process_index|is_local_main|is_rank_zero|primary",
+    # ``world_size``: ``if get_world_size() != 1: raise`` before it leaves a single process.
+    r"rank|main_process|master|is_main|is_master|process_index|local_process_index|is_local_main|is_rank_zero|primary"
+    r"|global_zero|world_size",
     re.IGNORECASE,
 )
+_MULTI_PROCESS = re.compile(r"distributed|ddp|multiprocessing|multi_gpu", re.IGNORECASE)
 _COUNTER = re.compile(r"epoch|step|iter|batch|count|idx|index|len|size|loss", re.IGNORECASE)
 _DISTRIBUTED_CALLS = {"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard", "DDP", "FSDP"}
 
@@ -24,26 +27,45 @@ def _is_distributed(ctx: Context) -> bool:
     return any(site.name in _DISTRIBUTED_CALLS for site in ctx.sites.sites)
 
 
-def _wrapper_of(ctx: Context, path: Optional[str]) -> Optional[str]:
-    """"ddp", "dp", "fsdp" or "compile" for a model path wrapped in this module."""
+def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
+    """"ddp", "dp" or "compile" for a model path that is wrapped wherever ``save`` runs: a wrap
+    under a condition (``if args.distributed:``) counts only for saves under the same condition."""
     if not path:
         return None
+    wraps = _wraps(ctx)
     for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
         if dotted(target) != path or not isinstance(value, cst.Call):
             continue
         last = (dotted(value.func) or "").rsplit(".", 1)[-1]
+        kind = None
         if last in ("DistributedDataParallel", "DDP"):
-            return "ddp"
-        if last == "DataParallel":
-            return "dp"
-        if last == "compile" and (ctx.qualify(value.func).startswith("torch") or dotted(value.func) == "torch.compile"):
-            return "compile"
+            kind = "ddp"
+        elif last == "DataParallel":
+            kind = "dp"
+        elif last == "compile" and (ctx.qualify(value.func).startswith("torch") or dotted(value.func) == "torch.compile"):
+            kind = "compile"
+        if kind is None:
+            continue
+        site = wraps.get(id(value))
+        if site is not None and save is not None and site.tests:
+            held = {ctx.code(t) for t in save.tests}
+            if not all(ctx.code(t) in held for t in site.tests):
+                continue  # wrapped on some paths only: not proven where this save runs
+        return kind
     return None
 
 
+def _wraps(ctx: Context):
+    return {id(site.call): site for site in ctx.sites.sites
+            if site.name in ("DistributedDataParallel", "DDP", "DataParallel", "compile")}
+
+
 def _rank_check(ctx: Context, test: cst.BaseExpression) -> bool:
-    """``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``, ``local_rank in (-1, 0)``..."""
+    """``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``, ``local_rank in (-1, 0)``, or a
+    single-process path (``not args.distributed``)..."""
     if _RANK_CHECK.search(ctx.code(test)):
+        return True
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and _MULTI_PROCESS.search(ctx.code(test.expression)):
         return True
     for node in walk(test):
         if isinstance(node, cst.Comparison) and isinstance(node.left, (cst.Name, cst.Attribute)):
@@ -95,7 +117,9 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
             if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict"):
                 continue
             owner = dotted(node.func.value)
-            wrapper = _wrapper_of(ctx, owner)
+            if owner and any(s.name == "load_state_dict" and s.receiver == owner for s in ctx.sites.sites):
+                continue  # saved and loaded through the same wrapper: the keys round-trip
+            wrapper = _wrapper_of(ctx, owner, site)
             if wrapper in ("ddp", "dp", "compile"):
                 prefix = "_orig_mod." if wrapper == "compile" else "module."
                 fix = f"{owner}._orig_mod.state_dict()" if wrapper == "compile" else f"{owner}.module.state_dict()"

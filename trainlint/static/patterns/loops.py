@@ -27,6 +27,8 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
                 continue
             if _LAST_BATCH.search(ctx.code(stmt.test)) or not _steps(ctx, stmt.body):
                 continue
+            if _counts_across_epochs(ctx, stmt.test, loop):
+                continue  # ``ni = i + nb * epoch``: the remainder is stepped with the next epoch's first batches
             if _steps_after(ctx, loop):
                 continue
             yield Match("TL202", stmt, lambda line_of, s=stmt: (
@@ -35,6 +37,18 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
                 f"zeroed or leak into the next epoch's first step; also step when the batch is the "
                 f"last one (`or step + 1 == len(loader)`)."
             ))
+
+
+def _counts_across_epochs(ctx: Context, test: cst.BaseExpression, loop: cst.For) -> bool:
+    """The boundary counts a global iteration (assigned from the epoch) rather than the batch index."""
+    fn = ctx.sites.function_of_loop.get(id(loop))
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    counters = {dotted(n.left) for n in walk(test) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)}
+    return any(
+        isinstance(target, cst.Name) and target.value in counters
+        and any(isinstance(n, cst.Name) and "epoch" in n.value.lower() for n in walk(value))
+        for target, value in assigns
+    )
 
 
 def _iterates_loader(ctx: Context, iterable: cst.BaseExpression) -> bool:
