@@ -122,12 +122,28 @@ def is_no_grad(ctx: Context, item: cst.BaseExpression) -> bool:
     return name in _NO_GRAD
 
 
+def _no_grad_factory(ctx: Context, name: str) -> bool:
+    """A project decorator (or decorator factory) whose body wraps the function in no_grad() /
+    inference_mode(): ``return torch.inference_mode()(fn)``, or a nested ``@torch.no_grad()`` def."""
+    helper = ctx.model.functions.get(name)
+    if helper is None:
+        return False
+    for node in walk(helper.node):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Call) and is_no_grad(ctx, node.func):
+            return True
+        if isinstance(node, cst.FunctionDef) and node is not helper.node and any(
+            is_no_grad(ctx, d.decorator) for d in node.decorators
+        ):
+            return True
+    return False
+
+
 def no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
     """Decorated with @torch.no_grad()/@inference_mode(), or only called under such a context."""
     for decorator in fn.node.decorators:
         target = decorator.decorator
         name = (dotted(target.func if isinstance(target, cst.Call) else target) or "").rsplit(".", 1)[-1]
-        if name in _NO_GRAD:
+        if name in _NO_GRAD or _no_grad_factory(ctx, name):
             return True
     callers = ctx.sites.calls_of(fn)
     if not callers or depth > 3:
@@ -196,7 +212,7 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         if not _is_checkpoint_dict(saved):
             continue
         state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
-        if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts):
+        if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
             continue
         if not ctx.sites.in_training_loop(site):
             continue
@@ -220,6 +236,18 @@ def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
             return cst.List([cst.Element(v) for v in sources + extra])
         return sources[0]
     return value
+
+
+def _has_optimizer_entry(saved: cst.BaseExpression) -> bool:
+    """A dict entry named for the optimizer (``"optimizer": manager.get_state()``), whatever
+    produces its value: the optimizer state is saved by a call the rule cannot read."""
+    for node in walk(saved):
+        if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString):
+            if "optim" in str(node.key.evaluated_value).lower():
+                return True
+        if isinstance(node, cst.Arg) and node.keyword is not None and "optim" in node.keyword.value.lower():
+            return True
+    return False
 
 
 def _is_checkpoint_dict(saved: Optional[cst.BaseExpression]) -> bool:

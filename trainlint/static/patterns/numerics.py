@@ -114,6 +114,17 @@ def _gated_on_training(expr: cst.BaseExpression) -> bool:
     return any(isinstance(n, (cst.Name, cst.Attribute)) and _last(n) == "training" for n in walk(expr))
 
 
+def _assigned_under_training_test(fn: Optional[Function], name: str) -> bool:
+    if fn is None:
+        return False
+    for node in walk(fn.node):
+        if isinstance(node, cst.If) and _gated_on_training(node.test):
+            for inner in walk(node):
+                if isinstance(inner, cst.AssignTarget) and isinstance(inner.target, cst.Name) and inner.target.value == name:
+                    return True
+    return False
+
+
 def sdpa_dropout_in_eval(ctx: Context) -> Iterable[Match]:
     for site in _sdpa_calls(ctx):
         dropout = arg(site.call, 4, "dropout_p")
@@ -124,6 +135,8 @@ def sdpa_dropout_in_eval(ctx: Context) -> Iterable[Match]:
             sources = [v for t, v in assigns if isinstance(t, cst.Name) and t.value == dropout.value]
             if not sources or any(_gated_on_training(v) for v in sources):
                 continue  # a parameter or a gated local: the caller decides
+            if _assigned_under_training_test(site.function, dropout.value):
+                continue  # ``if self.training: p = self.drop`` / ``else: p = 0.0``
         elif not (isinstance(dropout, cst.Attribute) or literal_number(dropout)):
             continue
         yield Match("TL803", site.call, lambda line_of, c=site.call, d=ctx.code(dropout): (

@@ -5,7 +5,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..calls import arg, kwarg, literal_number
+from ..calls import arg, kwarg, literal_bool, literal_number
 from ..names import dotted
 from ..roles import params_owner
 from . import Context, Match
@@ -40,6 +40,8 @@ def adam_weight_decay(ctx: Context) -> Iterable[Match]:
 
 
 def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
+    if _freezes_parameters(ctx):
+        return  # which tensors still train (and so get decayed) is not known: frozen ones are skipped
     for site, last in _optimizer_calls(ctx):
         decay = _weight_decay(site.call)
         params = arg(site.call, 0, "params")
@@ -51,6 +53,17 @@ def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
             f"hurts accuracy for no regularisation benefit; pass two param groups, with "
             f"weight_decay=0.0 for biases and norm weights (e.g. p.ndim < 2)."
         ))
+
+
+def _freezes_parameters(ctx: Context) -> bool:
+    """``p.requires_grad = False`` or ``requires_grad_(False)`` anywhere in the module."""
+    if "requires_grad" not in ctx.model.source:
+        return False
+    for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
+        if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and literal_bool(value) is False:
+            return True
+    return any(site.name == "requires_grad_" and site.call.args and literal_bool(site.call.args[0].value) is False
+               for site in ctx.sites.sites)
 
 
 def _all_parameters(params: Optional[cst.BaseExpression]) -> bool:

@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..calls import arg, literal_str
+from ..calls import arg, kwarg, literal_str
 from ..names import dotted
 from ..roles import SCALER
 from . import Context, Match
@@ -40,6 +40,8 @@ def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
         return  # a scaler is made or used (scaler.scale(loss)), perhaps built elsewhere
     if not any(site.name in ("backward", "manual_backward") for site in ctx.sites.sites):
         return
+    if _accelerate_scales(ctx):
+        return  # accelerator.backward() scales the loss itself under mixed_precision="fp16"
     for site in ctx.sites.sites:
         if not _is_with_item(site):
             continue
@@ -49,13 +51,33 @@ def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
         # the function must (a train_step).
         training = ctx.sites.in_training_loop(site) if site.loops else (
             site.function is not None and ctx.sites.trains(site.function))
-        if not training or _gradient_free(ctx, site):
+        if not training or _gradient_free(ctx, site) or not _backpropagated_here(ctx, site):
             continue  # autocast for inference only
         yield Match("TL401", site.call, lambda line_of, c=site.call: (
             f"{ctx.label(c)} runs the forward in float16 and gradients are computed with no "
             f"GradScaler: small gradients underflow to zero in fp16, so layers silently stop "
             f"learning (and overflow gives inf); use torch.amp.GradScaler, or bfloat16."
         ))
+
+
+def _backpropagated_here(ctx: Context, site) -> bool:
+    """Is anything computed under this autocast backpropagated? The function that enters it must
+    run a backward itself: autocast in a validation or sampling helper trains nothing."""
+    return any(other.name in ("backward", "manual_backward") for other in ctx.sites.in_function(site.function))
+
+
+def _accelerate_scales(ctx: Context) -> bool:
+    """An Accelerator whose mixed precision is fp16, or not a literal (the launch config decides)."""
+    for site in ctx.sites.sites:
+        if site.name != "Accelerator":
+            continue
+        mode = kwarg(site.call, "mixed_precision")
+        if mode is None:
+            continue  # default "no": Accelerate does not scale
+        value = literal_str(mode.value)
+        if value is None or value == "fp16":
+            return True
+    return False
 
 
 def _gradient_free(ctx: Context, site) -> bool:
