@@ -464,7 +464,7 @@ class Interpreter:
         if EventKind.BACKWARD not in kinds or EventKind.OPTIMIZER_STEP in kinds:
             return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
-            return " ".join(self.model.module.code_for_node(stmt.iter.args[-1].value).split())
+            return _pass_count(self.model.module, stmt.iter)
         return "the number of micro-steps"
 
     def _calls_named(self, node: cst.CSTNode, name: str) -> bool:
@@ -685,6 +685,23 @@ def _tests_grad_presence(test: cst.BaseExpression) -> bool:
         and isinstance(test.comparisons[0].operator, cst.IsNot) and _is_grad(test.left)
         and isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None"
     )
+
+
+def _pass_count(module: cst.Module, call: cst.Call) -> str:
+    """How many passes ``range(...)`` makes, as the code would say it: ``range(k)`` and
+    ``range(1, k + 1)`` make k, ``range(a, b)`` makes b - a (a step argument: left as is)."""
+    code = lambda node: " ".join(module.code_for_node(node).split())  # noqa: E731
+    args = [a.value for a in call.args]
+    if len(args) == 1:
+        return code(args[0])
+    if len(args) == 2:
+        start, stop = args
+        if isinstance(start, cst.Integer) and start.value == "0":
+            return code(stop)
+        if isinstance(stop, cst.BinaryOperation) and isinstance(stop.operator, cst.Add) and code(stop.right) == code(start):
+            return code(stop.left)  # range(1, k + 1)
+        return f"{code(stop)} - {code(start)}"
+    return "the number of micro-steps"
 
 
 def _range_bound(loop: cst.For) -> Optional[Tuple[str, str]]:

@@ -62,6 +62,7 @@ class ModuleModel:
         self.roles_pending_annotations: List[Tuple[str, cst.BaseExpression]] = []
         self._collect(module.body, cls=None, func=None)
         self.roles = RoleTable()
+        self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
         self._infer_roles()
 
     # ----------------------------------------------------------------- collection
@@ -165,6 +166,10 @@ class ModuleModel:
             return role
         func_path = dotted(value.func) or ""
         method = func_path.rsplit(".", 1)[-1]
+        if method in _PASS_THROUGH and value.args and value.args[0].keyword is None:
+            # ``epoch_iterator = tqdm(train_dataloader)``: iterating it is a pass over the loader.
+            role = self.role_of_value(value.args[0].value, depth)
+            return role if role is not None and role.kind == LOADER else None
         if method == "prepare" and len(value.args) == 1:
             # accelerator.prepare(x) returns x prepared: same role.
             return self.role_of_value(value.args[0].value, depth)
@@ -204,6 +209,16 @@ class ModuleModel:
                         return [self._role_in_function(helper, e.value, 1) for e in ret.elements]
         return [None] * count
 
+    def values_assigned(self, path: str) -> List[cst.BaseExpression]:
+        """Every value assigned to an access path anywhere in the module (indexed once)."""
+        if self._assigned is None:
+            self._assigned = {}
+            for target, value in self.module_assigns + [a for fn in self.all_functions for a in fn.assigns]:
+                key = dotted(target)
+                if key:
+                    self._assigned.setdefault(key, []).append(value)
+        return self._assigned.get(path, [])
+
     # ----------------------------------------------------------------- call graph
     def called_names(self) -> Dict[str, int]:
         """How often each local function name appears called in the text (``name(``), defs excluded."""
@@ -216,6 +231,7 @@ class ModuleModel:
         return counts
 
 
+_PASS_THROUGH = frozenset({"tqdm", "enumerate", "trange", "prefetch", "skip_first_batches"})
 _CALL_RE = re.compile(r"(\bdef\s+)?\b([A-Za-z_]\w*)\s*\(")
 
 

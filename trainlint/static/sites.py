@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -49,6 +49,8 @@ class SiteIndex:
         self.statement_order: Dict[int, int] = {}  # id(statement) -> pre-order position
         self.loops_of: Dict[int, Tuple[cst.CSTNode, ...]] = {}  # id(small statement) -> enclosing loops
         self._functions = {id(fn.node): fn for fn in model.all_functions}
+        self.exceptional: Set[int] = set()  # ids of calls inside except handlers (not training paths)
+        self._handler_depth = 0
         self._visit(model.module.body, None, (), (), ())
         self._trains: Dict[int, bool] = {}
         # Indexes built once: rules ask these questions per site, which would otherwise be quadratic.
@@ -102,7 +104,9 @@ class SiteIndex:
             elif isinstance(stmt, (cst.Try, cst.TryStar)):
                 self._visit(block(stmt.body), fn, loops, tests_here, withs)
                 for handler in stmt.handlers:
+                    self._handler_depth += 1
                     self._visit(block(handler.body), fn, loops, tests_here, withs)
+                    self._handler_depth -= 1
                 for part in (stmt.orelse, stmt.finalbody):
                     if part is not None:
                         self._visit(block(part.body), fn, loops, tests_here, withs)
@@ -118,6 +122,8 @@ class SiteIndex:
                 continue
             if isinstance(current, cst.Call):
                 self.sites.append(CallSite(current, stmt, fn, loops, tests, withs))
+                if self._handler_depth:
+                    self.exceptional.add(id(current))
             stack.extend(children(current))
 
     # ----------------------------------------------------------------- queries

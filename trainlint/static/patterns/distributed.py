@@ -14,7 +14,7 @@ from . import Context, Match
 _RANK_CHECK = re.compile(
     # ``world_size``: ``if get_world_size() != 1: raise`` before it leaves a single process.
     r"rank|main_process|master|is_main|is_master|process_index|local_process_index|is_local_main|is_rank_zero|primary"
-    r"|global_zero|world_size",
+    r"|global_zero|world_size|process_zero|master_ordinal",
     re.IGNORECASE,
 )
 _MULTI_PROCESS = re.compile(r"distributed|ddp|multiprocessing|multi_gpu", re.IGNORECASE)
@@ -68,6 +68,11 @@ def _rank_check(ctx: Context, test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and _MULTI_PROCESS.search(ctx.code(test.expression)):
         return True
     for node in walk(test):
+        # A flag that folded a rank check in: ``args.save_logs = args.logs and is_master(args)``.
+        path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if path and any(_RANK_CHECK.search(ctx.code(value)) for value in ctx.model.values_assigned(path)):
+            return True
+    for node in walk(test):
         if isinstance(node, cst.Comparison) and isinstance(node.left, (cst.Name, cst.Attribute)):
             name = (dotted(node.left) or "").rsplit(".", 1)[-1].lower()
             if _COUNTER.search(name):
@@ -79,7 +84,10 @@ def _rank_check(ctx: Context, test: cst.BaseExpression) -> bool:
 
 
 def _guarded(ctx: Context, site, depth: int = 0) -> bool:
-    """Under a rank-0 check, here or at every local call site of the enclosing function."""
+    """Under a rank-0 check, here or at every local call site of the enclosing function (call
+    sites in except handlers do not count: exception paths are not training paths)."""
+    if id(site.call) in ctx.sites.exceptional:
+        return True
     if any(_rank_check(ctx, test) for test in site.tests):
         return True
     if site.function is None or depth > 3:
@@ -89,6 +97,35 @@ def _guarded(ctx: Context, site, depth: int = 0) -> bool:
         # Called from outside this module (or a framework hook): the guard may be there.
         return not ctx.sites.trains(site.function) and not site.loops
     return all(_guarded(ctx, caller, depth + 1) for caller in callers)
+
+
+_PER_CALL_NAME = re.compile(r"rank|uuid|getpid|pid\b|time\(|datetime|process_index|local_process", re.IGNORECASE)
+
+
+def _per_rank_file(ctx: Context, site, depth: int = 0) -> bool:
+    """The file name differs per rank or per call: the rank, a pid, a uuid or the time in it
+    (``f"queue{rank}.pth"``, ``batch-{uuid4()}.pt``), also through the variable holding the path;
+    or a loop variable of an enclosing loop (one output file per item)."""
+    path = site.call.args[1].value if len(site.call.args) > 1 else None
+    if path is None:
+        return False
+    loop_names = {n.value for loop in site.loops if isinstance(loop, cst.For) for n in walk(loop.target) if isinstance(n, cst.Name)}
+    return _varies(ctx, path, site.function, loop_names, 0)
+
+
+def _varies(ctx: Context, expr: cst.BaseExpression, fn, loop_names, depth: int) -> bool:
+    if _PER_CALL_NAME.search(ctx.code(expr)):
+        return True
+    names = {n.value for n in walk(expr) if isinstance(n, cst.Name)}
+    if names & loop_names:
+        return True
+    if depth > 2:
+        return False
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    return any(
+        isinstance(target, cst.Name) and target.value in names and _varies(ctx, value, fn, loop_names, depth + 1)
+        for target, value in assigns
+    )
 
 
 def _torch_saves(ctx: Context):
@@ -101,7 +138,7 @@ def save_on_every_rank(ctx: Context) -> Iterable[Match]:
     if not _is_distributed(ctx):
         return
     for site in _torch_saves(ctx):
-        if not _guarded(ctx, site):
+        if not _guarded(ctx, site) and not _per_rank_file(ctx, site):
             yield Match("TL303", site.call, lambda line_of, c=site.call: (
                 f"{ctx.label(c)} runs on every rank of this distributed job: all ranks write the "
                 f"same file at once, which corrupts or truncates checkpoints on shared storage and "
