@@ -164,23 +164,49 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
             continue
         for aug in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns):
             if isinstance(aug.operator, cst.AddAssign) and isinstance(aug.value, cst.Name) and aug.value.value in losses:
-                yield from _retained(ctx, aug, aug.value.value, training)
+                yield from _retained(ctx, aug, aug.value.value, training, fn)
         for site in ctx.sites.in_function(fn):
             if site.name == "append" and len(site.call.args) == 1:
                 value = site.call.args[0].value
                 if isinstance(value, cst.Name) and value.value in losses:
-                    yield from _retained(ctx, site.call, value.value, training, site)
+                    yield from _retained(ctx, site.call, value.value, training, fn, site)
 
 
-def _retained(ctx, node, name, training, site=None) -> Iterable[Match]:
+def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
     loops = site.loops if site is not None else ctx.sites.loops_of.get(id(node), ())
     if not any(id(loop) in training for loop in loops):
         return
+    if _rebound_detached(ctx, fn, name):
+        return  # ``loss = loss.item()`` somewhere before: which value is accumulated is not proven
+    if isinstance(node, cst.AugAssign) and loops and _reset_in_loop(node.target, loops[-1]):
+        return  # the accumulator starts again every pass (every optimizer step): memory is bounded
     yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node): (
         f"`{c}` keeps the tensor `{n}` itself, and with it the whole autograd graph of every "
         f"iteration: memory grows each step until the run is out of memory (or slows down); "
         f"accumulate {n}.item() (or {n}.detach())."
     ))
+
+
+_DETACHING = frozenset({"item", "detach", "tolist", "cpu", "numpy"})
+
+
+def _rebound_detached(ctx: Context, fn: Optional[Function], name: str) -> bool:
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    for target, value in assigns:
+        if isinstance(target, cst.Name) and target.value == name and isinstance(value, cst.Call):
+            func = value.func
+            if (isinstance(func, cst.Attribute) and func.attr.value in _DETACHING) or dotted(func) == "float":
+                return True
+    return False
+
+
+def _reset_in_loop(target: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+    """``total = 0`` (or any plain assignment) to the accumulator inside the loop it grows in."""
+    wanted = dotted(target)
+    for node in walk(loop):
+        if isinstance(node, cst.Assign) and any(dotted(t.target) == wanted for t in node.targets):
+            return True
+    return False
 
 
 def _backpropagated_names(ctx: Context, fn: Optional[Function]) -> Set[str]:
