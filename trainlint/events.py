@@ -72,7 +72,7 @@ class Event:
     cadence: Optional[str] = None  # SCHEDULER_STEP: one of the CADENCE_* kinds
     shuffle: Optional[bool] = None  # LOADER_ITER: the loader's DistributedSampler shuffles
     sampler: Optional[str] = None  # LOADER_ITER: its DistributedSampler (None: none known)
-    via_scaler: bool = False  # OPTIMIZER_STEP: scaler.step(optimizer)
+    via_scaler: bool = False  # OPTIMIZER_STEP: scaler.step(optimizer); CLIP: threshold times the loss scale
     manages_grads: bool = False  # OPTIMIZER_STEP: step(closure) (LBFGS) or an engine step handles grads
     each: bool = False  # OPTIMIZER_STEP: one of several optimizers stepped in turn by a loop
     module: Optional[str] = None  # OPTIMIZER_STEP: the model whose parameters it updates

@@ -55,7 +55,7 @@ class GradientClipping(Invariant):
                 if state.backward is not None:
                     related.append(("backward", state.backward))
                 found.append(Violation("TL101", ev, tuple(related)))
-            elif state.scaled is not None:
+            elif state.scaled is not None and not ev.via_scaler:
                 found.append(Violation("TL103", ev, (("backward", state.scaled),)))
             return state, found
         return state, []
@@ -158,6 +158,7 @@ class ZeroGradPlacement(Invariant):
 class _MicroClipState:
     backwards: int = 0  # backward passes since the last step/zero_grad (capped)
     clip: Optional[Event] = None  # a clip after one of them
+    found: Optional[Violation] = None  # a clip followed by another backward: reported if a step ends the window
 
 
 class ClipInMicroStep(Invariant):
@@ -174,10 +175,15 @@ class ClipInMicroStep(Invariant):
         if ev.kind is EventKind.CLIP and state.backwards:
             return replace(state, clip=ev), []
         if ev.kind is EventKind.BACKWARD:
-            found = [Violation("TL106", state.clip, (("backward", ev),))] if state.clip is not None else []
-            return _MicroClipState(min(state.backwards + 1, 2)), found
-        if ev.kind in (EventKind.OPTIMIZER_STEP, EventKind.ZERO_GRAD):
-            return _MicroClipState(), []
+            found = state.found
+            if found is None and state.clip is not None:
+                found = Violation("TL106", state.clip, (("backward", ev),))
+            return _MicroClipState(min(state.backwards + 1, 2), found=found), []
+        if ev.kind is EventKind.OPTIMIZER_STEP:
+            # The witness is a whole accumulation window: micro-steps, then the step they feed.
+            return _MicroClipState(), [state.found] if state.found is not None else []
+        if ev.kind is EventKind.ZERO_GRAD:
+            return _MicroClipState(found=state.found), []  # the window still ends at the next step
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:

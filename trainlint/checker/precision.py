@@ -38,7 +38,7 @@ class ScalerUse(Invariant):
             if ev.via_scaler:
                 if state.plain is not None and state.scaled is None:
                     found.append(Violation("TL402", state.plain, (("step", ev),)))
-                again = next((e for e in state.not_updated if e.target == ev.target), None)
+                again = None if ev.each else next((e for e in state.not_updated if e.target == ev.target), None)
                 if again is not None:
                     found.append(Violation("TL402", again, (("again", ev),)))
                 not_updated = tuple(e for e in state.not_updated if e.target != ev.target)[-3:] + (ev,)

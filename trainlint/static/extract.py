@@ -12,10 +12,11 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from ..events import ALL_FAMILIES, CADENCE_METRIC, EVERYTHING, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind
+from ..events import ALL_FAMILIES, CADENCE_EPOCH, CADENCE_METRIC, EVERYTHING, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import dotted
+from .walk import walk
 from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role
 
 _OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
@@ -47,6 +48,10 @@ class Frame:
     # every pass takes the same branch. None outside training loops.
     varying: Optional[FrozenSet[str]] = None
     counters: Tuple[Tuple[int, str, str], ...] = ()  # enclosing ``for v in range(n)``: (loop id, v, n)
+    rebuilt: FrozenSet[str] = frozenset()  # optimizers constructed inside the enclosing training loops
+    # Inside a loop over batches (a loader, or a training loop within another): only there is one
+    # optimizer step per scheduler step known to be "per batch" rather than per epoch.
+    batches: bool = False
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.
@@ -124,7 +129,7 @@ class Extractor:
         qualified = self.model.imports.qualify(func) or ""
         name = _last(dotted(func))
         if name in _CLIP_FUNCTIONS or qualified.startswith("torch.nn.utils.clip_grad"):
-            return self._event(call, kind=EventKind.CLIP)
+            return self._clip(call)
         if qualified == "torch.autograd.backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
         if (_BACKWARD_NAME.search(name) and name != "backward") or name.endswith("zero_grad"):
@@ -149,12 +154,15 @@ class Extractor:
         if method == "manual_backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
         if method == "zero_grad":
+            if (receiver or "").split(".", 1)[0] in frame.loop_vars:
+                # ``for opt in optimizers: opt.zero_grad()``: any of them, so it matches every step.
+                return self._event(call, kind=EventKind.ZERO_GRAD, target=None)
             if self._is(receiver, OPTIMIZER, _OPT_NAME):
                 return self._event(call, kind=EventKind.ZERO_GRAD, target=receiver)
             # model.zero_grad() clears the gradients of that model's parameters, whatever optimizer.
             return self._event(call, kind=EventKind.ZERO_GRAD, module=receiver)
         if method in _CLIP_FUNCTIONS:
-            return self._event(call, kind=EventKind.CLIP)
+            return self._clip(call)
         if method == "unscale_":
             optimizer = frame.resolve(call.args[0].value) if call.args else None
             return self._event(call, kind=EventKind.UNSCALE, target=receiver, optimizer=optimizer)
@@ -176,6 +184,14 @@ class Extractor:
         if method == "zero_" and isinstance(call.func, cst.Attribute) and _last(dotted(call.func.value)) == "grad":
             return self._event(call, kind=EventKind.ZERO_GRAD)
         return None
+
+    def _clip(self, call: cst.Call) -> Event:
+        """A clip; one whose threshold is multiplied by the loss scale (``max_norm *
+        scaler.get_scale()``) clips scaled gradients at the scaled norm: as if unscaled first."""
+        scale_aware = any(
+            isinstance(node, cst.Attribute) and node.attr.value == "get_scale" for a in call.args for node in walk(a.value)
+        )
+        return self._event(call, kind=EventKind.CLIP, via_scaler=scale_aware)
 
     def _mode_event(self, call: cst.Call, method: str, receiver: str) -> Optional[Event]:
         if method == "eval" and call.args:
@@ -228,13 +244,14 @@ class Extractor:
             return self._optimizer_step(call, receiver, frame, manages_grads=True)
         if kind == OPTIMIZER:
             closure = any(a.keyword is None or a.keyword.value == "closure" for a in call.args)
-            each = (receiver or "").split(".", 1)[0] in frame.loop_vars
-            return self._optimizer_step(call, receiver, frame, manages_grads=closure, each=each)
+            return self._optimizer_step(call, receiver, frame, manages_grads=closure)
         if kind == SCHEDULER:
             explicit = frame.explicit_schedule or receiver in self._positioned or any(
                 a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args
             )
             cadence = CADENCE_METRIC if explicit else (role.cadence if role is not None else None)
+            if cadence == CADENCE_EPOCH and not frame.batches:
+                cadence = None  # a full-batch loop's passes may be the epochs
             optimizer = role.optimizer if role is not None else None
             return self._event(call, kind=EventKind.SCHEDULER_STEP, target=receiver, cadence=cadence, optimizer=optimizer)
         return None
@@ -246,8 +263,10 @@ class Extractor:
         frame: Frame,
         via_scaler: bool = False,
         manages_grads: bool = False,
-        each: bool = False,
     ) -> Event:
+        # One of several optimizers stepped in turn, or an optimizer built anew on every pass
+        # (latent optimisation at inference): each step is a different object's first.
+        each = (optimizer or "").split(".", 1)[0] in frame.loop_vars or (optimizer or "") in frame.rebuilt
         # Statically a step counts as an accumulation boundary only inside a recognised structure
         # (a modulo/sync condition, or after a micro-step loop); two losses backpropagated before
         # one step are not accumulation.

@@ -90,6 +90,7 @@ _EVENT_NAMES = frozenset({
 })
 
 _BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)
+_DATA_NAME = re.compile(r"loader|batch|data|iter|train_ds|dataset", re.IGNORECASE)
 _JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
@@ -115,6 +116,7 @@ class Interpreter:
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
         self._event_names = _EVENT_NAMES | wrapped | aliases
         self.evidence = Evidence(model, extractor, self._local_callee)
+        self._partial_clears = _partial_clears(model)
         self._eventful = self._eventful_functions()
 
         self._sync_managed = _manages_sync(model)
@@ -311,7 +313,7 @@ class Interpreter:
                 return outcome
             if isinstance(small, cst.Raise):
                 return outcome
-            if isinstance(small, cst.Assign) and _clears_grad(small):
+            if isinstance(small, cst.Assign) and _clears_grad(small) and id(small) not in self._partial_clears:
                 states = self._feed(states, self.extractor._event(small, kind=EventKind.ZERO_GRAD, label="p.grad = None"))
             elif _rescales_grad(small):
                 # ``p.grad = g``, ``p.grad /= k``: gradients set or normalised by hand.
@@ -349,7 +351,7 @@ class Interpreter:
         # In a training loop, a condition on names no pass changes (``if args.inference_only:``)
         # is tested again by the next pass, and takes the same branch there.
         remember = self._repeated_conditions().get(key, 0) > 1 or (
-            frame.varying is not None and not (self._cond_names.get(key, frozenset()) & frame.varying)
+            frame.varying is not None and not self._varies(key, frame.varying)
         )
         fires = id(stmt)
         if _tests_grad_presence(stmt.test):
@@ -417,7 +419,7 @@ class Interpreter:
                 break
         key = " ".join(self.model.module.code_for_node(test).split())
         if key not in self._cond_names:
-            self._cond_names[key] = frozenset(_names(test))
+            self._cond_names[key] = frozenset(_paths(test))
         return key, polarity
 
     def _boundary(self, test: cst.BaseExpression, frame: Optional[Frame] = None, depth: int = 0) -> Optional[str]:
@@ -490,7 +492,9 @@ class Interpreter:
         if steps:
             states = self._feed(states, self.extractor._event(stmt, kind=EventKind.TRAINING_START, label="training loop"))
             iteration = self.extractor._event(stmt, kind=EventKind.ITERATION, label="next iteration")
-            frame = replace(frame, varying=(frame.varying or frozenset()) | assigned)
+            batches = frame.varying is not None or (isinstance(stmt, cst.For) and self._over_batches(stmt.iter, frame))
+            frame = replace(frame, varying=(frame.varying or frozenset()) | assigned, rebuilt=frame.rebuilt | self._built_in(stmt),
+                            batches=frame.batches or batches)
             boundaries = self._boundaries_in(body, frame)
             if boundaries:
                 states = [replace(s, unfired=s.unfired | boundaries) for s in states]
@@ -531,7 +535,8 @@ class Interpreter:
         if boundaries:
             fired = [s for s in exits if not (s.unfired & boundaries)]
             exits = _strip(fired or exits, boundaries)
-            result.breaks = _strip(result.breaks, boundaries)
+            fired_breaks = [s for s in result.breaks if not (s.unfired & boundaries)]
+            result.breaks = _strip(fired_breaks or result.breaks, boundaries)
             result.returns = _strip(result.returns, boundaries)
         if stmt.orelse is not None and exits:
             exits = self.block(block(stmt.orelse.body), exits, frame).normal
@@ -583,10 +588,31 @@ class Interpreter:
                 pending.extend(block(stmt.body))
         return frozenset(found)
 
+    def _over_batches(self, iterable: cst.BaseExpression, frame: Frame) -> bool:
+        """Does the loop iterate data (a loader, batches) rather than count epochs?"""
+        for node in walk(iterable):
+            path = frame.resolve(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if path is None:
+                continue
+            role = self.extractor.role(path)
+            if (role is not None and role.kind == "loader") or _DATA_NAME.search(path.rsplit(".", 1)[-1]):
+                return True
+        return False
+
+    def _built_in(self, loop) -> FrozenSet[str]:
+        """Paths assigned a freshly constructed optimizer inside the loop body."""
+        found = set()
+        for node in walk(loop.body):
+            if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+                role = self.model.role_of_value(node.value)
+                if role is not None and role.kind == "optimizer":
+                    found.update(dotted(t.target) for t in node.targets if dotted(t.target))
+        return frozenset(found)
+
     def _locals_of(self, fn: Function) -> FrozenSet[str]:
         names = {p for p in fn.params if p not in ("self", "cls")}
         for target, _ in fn.assigns:
-            names.update(_names(target))
+            names.update(_paths(target))
         return frozenset(names)
 
     def _only_scheduler_steps(self, stmt, frame: Frame) -> bool:
@@ -598,25 +624,30 @@ class Interpreter:
         return kinds == {EventKind.SCHEDULER_STEP}
 
     def _assigned_in(self, stmt) -> FrozenSet[str]:
+        """Access paths the loop assigns (``i``, ``self.global_step``, ``stats`` for ``stats[k] = v``)."""
         names = self._loop_names.get(id(stmt))
         if names is None:
             found: Set[str] = set()
             if isinstance(stmt, cst.For):
-                found |= set(_names(stmt.target))
+                found |= _paths(stmt.target)
             for node in walk(stmt.body):
                 if isinstance(node, cst.AssignTarget):
-                    found |= set(_names(node.target))
+                    found |= _paths(node.target)
                 elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-                    found |= set(_names(node.target))
+                    found |= _paths(node.target)
                 elif isinstance(node, (cst.For, cst.CompFor)):
-                    found |= set(_names(node.target))
+                    found |= _paths(node.target)
             names = self._loop_names[id(stmt)] = frozenset(found)
         return names
+
+    def _varies(self, key: str, assigned: FrozenSet[str]) -> bool:
+        """Does the condition ``key`` read a path that ``assigned`` changes (or a part of one)?"""
+        return any(_overlaps(path, a) for path in self._cond_names.get(key, frozenset()) for a in assigned)
 
     def _forget(self, state: PathState, assigned: FrozenSet[str]) -> PathState:
         if not state.assume:
             return state
-        kept = frozenset(a for a in state.assume if not (self._cond_names.get(a[0], frozenset()) & assigned))
+        kept = frozenset(a for a in state.assume if not self._varies(a[0], assigned))
         return state if kept == state.assume else replace(state, assume=kept)
 
     # ----------------------------------------------------------------- calls
@@ -730,6 +761,26 @@ def _merge(a: Outcome, b: Outcome, normal: Optional[List[PathState]]) -> Outcome
     )
 
 
+def _paths(node: cst.CSTNode) -> Set[str]:
+    """The maximal name/attribute chains in ``node`` (``self.step`` rather than ``self``, ``step``);
+    a subscript target counts as its container."""
+    found: Set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Name, cst.Attribute)):
+            path = dotted(current)
+            if path is not None:
+                found.add(path)
+                continue
+        stack.extend(children(current))
+    return found
+
+
+def _overlaps(path: str, other: str) -> bool:
+    return path == other or path.startswith(other + ".") or other.startswith(path + ".")
+
+
 def _names(node: cst.CSTNode) -> Iterable[str]:
     for child in walk(node):
         if isinstance(child, cst.Name):
@@ -753,10 +804,25 @@ def _clears_grad(assign: cst.Assign) -> bool:
     )
 
 
+def _partial_clears(model: ModuleModel) -> Set[int]:
+    """``p.grad = None`` under a condition (``if "prototypes" in name:``): some gradients dropped
+    on purpose (a module frozen for a while, non-finite ones skipped), not a zero_grad; it is
+    handled as setting gradients by hand."""
+    found: Set[int] = set()
+    if ".grad" not in model.source:
+        return found
+    for node in walk(model.module):
+        if isinstance(node, cst.If):
+            for inner in walk(node):
+                if isinstance(inner, cst.Assign) and _clears_grad(inner):
+                    found.add(id(inner))
+    return found
+
+
 def _rescales_grad(small: cst.BaseSmallStatement) -> bool:
     """``p.grad = expr``, ``p.grad /= k``, ``p.grad.div_(k)``, ``p.grad.data.mul_(s)``."""
     if isinstance(small, cst.Assign):
-        return any(_is_grad(t.target) for t in small.targets)
+        return any(_is_grad(t.target) for t in small.targets)  # includes a partial ``p.grad = None``
     if isinstance(small, cst.AugAssign):
         return _is_grad(small.target)
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):

@@ -27,6 +27,8 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
                 continue
             if _LAST_BATCH.search(ctx.code(stmt.test)) or not _steps(ctx, stmt.body):
                 continue
+            if _backpropagates(stmt.body):
+                continue  # ``if i % n_critic == 0:`` zero_grad, backward, step of its own: nothing accumulates
             if _counts_across_epochs(ctx, stmt.test, loop):
                 continue  # ``ni = i + nb * epoch``: the remainder is stepped with the next epoch's first batches
             if _steps_after(ctx, loop):
@@ -37,6 +39,10 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
                 f"zeroed or leak into the next epoch's first step; also step when the batch is the "
                 f"last one (`or step + 1 == len(loader)`)."
             ))
+
+
+def _backpropagates(node: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward" for n in walk(node))
 
 
 def _counts_across_epochs(ctx: Context, test: cst.BaseExpression, loop: cst.For) -> bool:
