@@ -112,8 +112,9 @@ class ZeroGradPlacement(Invariant):
         if kind is EventKind.BACKWARD:
             return replace(state, backward=ev, wiped=None, trained=True), []
         if kind is EventKind.TRAINING_START:
-            # A backward before the training loop (a debug pass) belongs to no training step.
-            return replace(state, backward=None, wiped=None), []
+            # A backward before the training loop (a debug pass) belongs to no training step, and
+            # steps of an earlier loop (a warm-up, an OOM scan) are not this loop's iterations.
+            return replace(state, backward=None, wiped=None, stepped=()), []
         if kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             return _ZeroState(), []
         if kind is EventKind.ZERO_GRAD:

@@ -50,6 +50,10 @@ class SchedulerOrder(Invariant):
                     entry = replace(entry, stepped_since=True, pending=None)
                 entries.append(entry)
             return replace(state, stepped=state.stepped | {ev.target}, entries=tuple(entries)), found
+        if ev.kind is EventKind.ITERATION and any(e.pending is not None for e in state.entries):
+            # A scheduler step at the end of a pass (a per-epoch schedule after the batch loop, a
+            # periodic step on the last batch) is not "before" the next pass's optimizer step.
+            return replace(state, entries=tuple(replace(e, pending=None) for e in state.entries)), []
         if ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             # It may have stepped the optimizers it received: whether a scheduler's next step
             # follows an optimizer step is unknown. A scheduler step already waiting for its

@@ -533,9 +533,10 @@ class Interpreter:
         last_passes = [replace(s, last_pass=s.last_pass - {id(stmt)}) for s in final]
         exits = [] if forever else (last_passes if last_passes else list(seen))
         if boundaries:
-            fired = [s for s in exits if not (s.unfired & boundaries)]
+            # Some boundary of the loop fired (boundaries in exclusive branches, fp16 or not, never all do).
+            fired = [s for s in exits if (s.unfired & boundaries) != boundaries]
             exits = _strip(fired or exits, boundaries)
-            fired_breaks = [s for s in result.breaks if not (s.unfired & boundaries)]
+            fired_breaks = [s for s in result.breaks if (s.unfired & boundaries) != boundaries]
             result.breaks = _strip(fired_breaks or result.breaks, boundaries)
             result.returns = _strip(result.returns, boundaries)
         if stmt.orelse is not None and exits:
