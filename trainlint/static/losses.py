@@ -88,6 +88,26 @@ def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, d
     return LOSS_UNKNOWN
 
 
+def _returned_by_model(call: cst.Call, index: int, count: int, fn: Optional[Function], model: ModuleModel,
+                       depth: int) -> str:
+    """The loss a model call returns in position ``index`` of a tuple, judged from the forward of
+    the model's class when this module defines it (``model = GPT(config)``); otherwise unknown."""
+    callee = dotted(call.func)
+    classes = {dotted(v.func) for t, v in _assignments(fn, model) + model.module_assigns
+               if dotted(t) == callee and isinstance(v, cst.Call)}
+    for cls in classes:
+        forward = model.methods.get((cls or "", "forward"))
+        if forward is None:
+            continue
+        kinds = set()
+        for ret in forward.returns:
+            if isinstance(ret, cst.Tuple) and len(ret.elements) == count:
+                kinds.add(classify_loss(ret.elements[index].value, forward, model, depth + 1))
+        if len(kinds) == 1:
+            return kinds.pop()
+    return LOSS_UNKNOWN
+
+
 def _assignments(fn: Optional[Function], model: ModuleModel):
     return fn.assigns if fn is not None else model.module_assigns
 
@@ -107,11 +127,11 @@ def _classify_variable(name: str, fn: Optional[Function], model: ModuleModel, de
             if isinstance(value, cst.Name) and value.value == name:
                 continue
             kinds.add(classify_loss(value, fn, model, depth + 1))
-        elif isinstance(target, (cst.Tuple, cst.List)) and "loss" in name:
-            names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
-            if name in names and isinstance(value, cst.Call):
-                # logits, loss = model(x, y): a model returning its training loss reduces by mean.
-                kinds.add(LOSS_MEAN)
+        elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call):
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+            if name in names:
+                # logits, loss = model(x, y): as the model's forward computes it, if it can be read.
+                kinds.add(_returned_by_model(value, names.index(name), len(names), fn, model, depth))
     if LOSS_DIVIDED in kinds:
         return LOSS_DIVIDED
     return kinds.pop() if len(kinds) == 1 else LOSS_UNKNOWN
