@@ -25,7 +25,11 @@ def expected_findings(source: str) -> Set[Tuple[int, str]]:
 
 
 AUTOFIX = FIXTURES / "autofix"  # before/after pairs for --fix, checked by test_autofix.py
+PROJECTS = FIXTURES / "projects"  # multi-file programs, checked together by test_projects.py
 
 
 def fixture_files() -> List[Path]:
-    return sorted(p for p in FIXTURES.rglob("*.py") if "__pycache__" not in p.parts and AUTOFIX not in p.parents)
+    return sorted(
+        p for p in FIXTURES.rglob("*.py")
+        if "__pycache__" not in p.parts and AUTOFIX not in p.parents and PROJECTS not in p.parents
+    )

@@ -144,14 +144,14 @@ def test_a_fifo_is_an_error_not_a_hang(tmp_path):
 def test_an_internal_error_is_reported_for_that_file_only(tmp_path, monkeypatch):
     from trainlint import engine
 
-    real = engine.analyze
+    real = engine.analyze_results
 
-    def analyze(source, rules, *args):
+    def analyze_results(source, rules, *args):
         if "explode" in source:
             raise KeyError("boom")
         return real(source, rules, *args)
 
-    monkeypatch.setattr(engine, "analyze", analyze)
+    monkeypatch.setattr(engine, "analyze_results", analyze_results)
     write(tmp_path, "explode.py", "explode = 1\n")
     assert _check_with_good_file(tmp_path, "explode.py") == "internal error: KeyError: 'boom'"
 

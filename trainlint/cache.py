@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import __version__
 from .catalog import load_catalog
@@ -55,6 +55,13 @@ def key(data: bytes, kind: str, rules: frozenset, severity: dict) -> str:
     return digest.hexdigest()
 
 
+def _digest_of(path: Path) -> Optional[str]:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 class Cache:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -67,18 +74,25 @@ class Cache:
             data = json.loads(self._path(digest).read_text(encoding="utf-8"))
             if data.get("format") != FORMAT or data.get("version") != __version__:
                 return None
-            findings = [Finding(path=path, **item) for item in data["findings"]]
+            if any(_digest_of(Path(dep)) != expected for dep, expected in data.get("modules", {}).items()):
+                return None  # a project module the result depends on has changed
+            findings = [Finding(**{"path": path, **item}) for item in data["findings"]]
             errors = [FileError(path, message) for message in data["errors"]]
             return findings, errors
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None  # absent, corrupt or foreign: recompute
 
-    def put(self, digest: str, findings: List[Finding], errors: List[FileError]) -> None:
+    def put(self, digest: str, findings: List[Finding], errors: List[FileError],
+            modules: Optional[Dict[Path, str]] = None, path: Optional[str] = None) -> None:
+        """``modules``: the other project modules the analysis read, with their content digests.
+        Findings in those modules keep their own path; the checked file's (``path``) is implied."""
         entry = {
             "format": FORMAT,
             "version": __version__,
-            "findings": [{k: v for k, v in f.__dict__.items() if k != "path"} for f in findings],
+            "findings": [{k: v for k, v in f.__dict__.items() if k != "path" or (path is not None and v != path)}
+                         for f in findings],
             "errors": [e.message for e in errors],
+            "modules": {str(path): value for path, value in (modules or {}).items()},
         }
         target = self._path(digest)
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import FrozenSet, Iterable, List, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from .cache import Cache, cache_dir, key
 from .catalog import load_catalog, matches
@@ -17,8 +17,9 @@ from .config import Config, ignored_for
 from .files import SourceError, decode_source, discover, read_bytes
 from .findings import FileError, Finding
 from .notebooks import load_notebook
-from .static.analyzer import AnalysisError, analyze
-from .suppression import parse_suppressions
+from .static.analyzer import AnalysisError, plain_position, analyze_results
+from .static.project import Project
+from .suppression import Suppressions, parse_suppressions
 
 PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
 
@@ -69,29 +70,51 @@ def rules_for(path: Path, settings: Settings) -> FrozenSet[str]:
     return frozenset(r for r in settings.rules if not any(matches(catalog[r], s) for s in ignored))
 
 
-def check_source(text: str, path: str, settings: Settings) -> List[Finding]:
-    """Findings for one module's source, with the rules in force for ``path`` (per-file-ignores)."""
-    return _module_findings(text, path, rules_for(Path(path), settings), settings.config)
+def check_source(text: str, path: str, settings: Settings, project: Optional[Project] = None) -> List[Finding]:
+    """Findings for one module's source, with the rules in force for ``path`` (per-file-ignores).
+    With a ``project``, calls into the other modules of the user's project are followed, and a
+    finding whose statement is in one of them is reported in that file."""
+    return _module_findings(text, path, rules_for(Path(path), settings), settings.config, project=project)
 
 
-def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config, position=None) -> List[Finding]:
+def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config, position=None,
+                     project: Optional[Project] = None) -> List[Finding]:
     suppressions = parse_suppressions(text)
     if suppressions.skip_file:
         return []
     catalog = load_catalog()
     findings = []
     # With no rules left for the file, analyze still reports a syntax error: the file is not Python.
-    results = analyze(text, rules, position) if position else analyze(text, rules)
-    for rule_id, (line, column, end_line, end_column), message in results:
-        rule = catalog[rule_id]
-        if suppressions.suppresses(line, rule.id, rule.name):
+    results = analyze_results(text, rules, position or plain_position, project)
+    elsewhere: Dict[Path, Suppressions] = {}
+    for result in results:
+        line, column, end_line, end_column = result.span
+        rule = catalog[result.rule]
+        shown, noqa = path, suppressions
+        if result.path is not None:
+            shown = display_path(result.path)
+            noqa = elsewhere.get(result.path)
+            if noqa is None:
+                noqa = elsewhere[result.path] = _suppressions_of(result.path)
+            if noqa.skip_file:
+                continue
+        if noqa.suppresses(line, rule.id, rule.name):
             continue
         severity = config.severity.get(rule.id, rule.severity)
-        findings.append(Finding(path, line, column, rule.id, rule.name, severity, message, end_line, end_column))
+        findings.append(Finding(shown, line, column, rule.id, rule.name, severity, result.message, end_line, end_column))
     return findings
 
 
+def _suppressions_of(path: Path) -> Suppressions:
+    try:
+        return parse_suppressions(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return parse_suppressions("")
+
+
 def check_notebook(text: str, path: str, settings: Settings) -> List[Finding]:
+    """A notebook's cells, joined; its own findings only (no project modules: a notebook's imports
+    resolve against the kernel's working directory, which the file does not tell)."""
     notebook = load_notebook(text)
 
     def position(line: int) -> str:
@@ -107,12 +130,13 @@ def check_notebook(text: str, path: str, settings: Settings) -> List[Finding]:
     return findings
 
 
-def _analyze(path: Path, shown: str, data: bytes, settings: Settings) -> Tuple[List[Finding], List[FileError]]:
+def _analyze(path: Path, shown: str, data: bytes, settings: Settings, project: Optional[Project] = None
+             ) -> Tuple[List[Finding], List[FileError]]:
     try:
         text = decode_source(data)
         if path.suffix == ".ipynb":
             return check_notebook(text, shown, settings), []
-        return check_source(text, shown, settings), []
+        return check_source(text, shown, settings, project), []
     except (SourceError, AnalysisError) as exc:
         return [], [FileError(shown, str(exc))]
     except RecursionError:
@@ -130,9 +154,10 @@ def check_file(path: Path, settings: Settings) -> Tuple[List[Finding], List[File
         cached = store.get(digest, shown) if store else None
         if cached is not None:
             return cached
-        findings, errors = _analyze(path, shown, data, settings)
+        project = Project(path)
+        findings, errors = _analyze(path, shown, data, settings, project)
         if store:
-            store.put(digest, findings, errors)
+            store.put(digest, findings, errors, project.read, shown)
         return findings, errors
     except SourceError as exc:
         return [], [FileError(shown, str(exc))]
@@ -158,6 +183,8 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     for findings, file_errors in results:
         report.findings.extend(findings)
         report.errors.extend(file_errors)
+    # A statement of engine.py reached from train.py and from engine.py itself is one finding.
+    report.findings = list(dict.fromkeys(report.findings))
     return combine([report])
 
 

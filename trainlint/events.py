@@ -80,6 +80,7 @@ class Event:
     # received, so an invariant forgets only what the call could have changed.
     families: FrozenSet[str] = frozenset()
     reach: Tuple[str, ...] = ()
+    origin: Any = None  # static: the project module whose statement this is (None: the checked file)
 
 
 def reaches(event: Event, path: Optional[str]) -> bool:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from pathlib import Path
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
@@ -15,6 +16,7 @@ from .extract import Extractor, Frame
 from .flow import Interpreter
 from .module import ModuleModel
 from .patterns import Context, Match, registry
+from .project import Project
 from .sites import SiteIndex
 
 # Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
@@ -73,8 +75,8 @@ def check_syntax(source: str) -> None:
         parse(source)
 
 
-def find_violations(model: ModuleModel, sites: SiteIndex) -> List[Violation]:
-    interpreter = Interpreter(model, Extractor(model), sites)
+def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Project] = None) -> List[Violation]:
+    interpreter = Interpreter(model, Extractor(model), sites, project)
     interpreter.run(model.module.body, Frame(None), history_known=True)
     called = model.called_names()
     uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
@@ -107,7 +109,7 @@ def _spans(positions, nodes: List[cst.CSTNode]) -> Dict[int, Span]:
     return spans
 
 
-def _plain_position(line: int) -> str:
+def plain_position(line: int) -> str:
     return f"line {line}"
 
 
@@ -120,47 +122,61 @@ class Result:
     message: str
     related: Tuple[Tuple[str, Span, Event], ...] = ()  # (role, span, event) of the other statements
     event: Optional[Event] = None  # the reported event (flow rules)
+    path: Optional[Path] = None  # the file of the reported statement, if another module of the project
 
 
 def analyze(
-    source: str, rules: AbstractSet[str], position: Callable[[int], str] = _plain_position
+    source: str, rules: AbstractSet[str], position: Callable[[int], str] = plain_position
 ) -> List[Tuple[str, Span, str]]:
-    """(rule id, span, message) for each finding of the selected rules, sorted by position.
+    """(rule id, span, message) for each finding of the selected rules in this source, sorted by
+    position.
 
     ``position`` says how messages refer to other lines (notebooks name the cell)."""
-    return [(r.rule, r.span, r.message) for r in analyze_results(source, rules, position)]
+    return [(r.rule, r.span, r.message) for r in analyze_results(source, rules, position) if r.path is None]
 
 
 def analyze_results(
-    source: str, rules: AbstractSet[str], position: Callable[[int], str] = _plain_position
+    source: str, rules: AbstractSet[str], position: Callable[[int], str] = plain_position,
+    project: Optional[Project] = None,
 ) -> List[Result]:
+    """Findings of the selected rules; with a ``project``, calls into the file's other modules are
+    followed and a finding whose statement is in one of them carries that module's ``path``."""
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
     if not known or not could_fire(source, known):
         check_syntax(source)
         return []
     module = parse(source)
     try:
-        model = ModuleModel(module, source)
+        model = ModuleModel(module, source, path=project.path if project is not None else None)
         sites = SiteIndex(model)
         violations = []
         if known & FLOW_RULES and could_fire(source, known & FLOW_RULES):
-            violations = [v for v in find_violations(model, sites) if v.rule in known]
+            violations = [v for v in find_violations(model, sites, project) if v.rule in known]
         matches = find_matches(model, sites, known, source)
     except RecursionError:
         raise AnalysisError("nesting too deep to analyze") from None
     if not violations and not matches:
         return []
-    nodes = [ev.site for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
-    nodes += [m.node for m in matches]
+    events = [ev for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
+    nodes = [ev.site for ev in events if ev.origin is None] + [m.node for m in matches]
     # Positions cost a full pass over the tree: computed once, and only for files with findings.
     from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
 
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     spans = _spans(positions, nodes)
+    origins: Dict[int, ModuleModel] = {}
+    for other in {id(ev.origin): ev.origin for ev in events if ev.origin is not None}.values():
+        other_positions = MetadataWrapper(other.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        other_spans = _spans(other_positions, [ev.site for ev in events if ev.origin is other])
+        spans.update(other_spans)
+        origins.update((key, other) for key in other_spans)
 
     def line_of(event: Event) -> Optional[str]:
         span = spans.get(id(event.site))
-        return position(span[0]) if span else None
+        if span is None:
+            return None
+        other = origins.get(id(event.site))
+        return f"{_shown(other.path, project)} line {span[0]}" if other is not None else position(span[0])
 
     def line_of_node(node: cst.CSTNode) -> Optional[str]:
         return position(positions[node].start.line) if node in positions else None
@@ -172,10 +188,24 @@ def analyze_results(
     seen = set()
     for rule, node, render, related, event in candidates:
         span = spans.get(id(node))
-        if span is None or (rule, span) in seen:
+        path = origins[id(node)].path if id(node) in origins else None
+        if span is None or (rule, span, path) in seen:
             continue  # one statement reached through several callers is one finding
-        seen.add((rule, span))
-        others = tuple((role, spans[id(ev.site)], ev) for role, ev in related if id(ev.site) in spans)
-        results.append(Result(rule, span, render(), others, event))
-    results.sort(key=lambda r: (r.span, r.rule))
+        seen.add((rule, span, path))
+        # Statements of other files are named in the message; only this file's can be fixed here.
+        others = tuple((role, spans[id(ev.site)], ev) for role, ev in related if id(ev.site) in spans and ev.origin is None)
+        results.append(Result(rule, span, render(), others, event, path))
+    results.sort(key=lambda r: (str(r.path or ""), r.span, r.rule))
     return results
+
+
+def _shown(path: Optional[Path], project: Optional[Project]) -> str:
+    """How a message names another file: relative to the checked file's directory when below it."""
+    if path is None:
+        return "another module"
+    if project is not None:
+        try:
+            return path.relative_to(project.path.parent).as_posix()
+        except ValueError:
+            pass
+    return path.name

@@ -77,10 +77,12 @@ class Evidence:
     """Evidence questions for one module, answered once and cached."""
 
     def __init__(self, model: ModuleModel, extractor: "Extractor",
-                 local_callee: Callable[[cst.Call, "Frame"], Optional[Function]]) -> None:
+                 local_callee: Callable[[cst.Call, "Frame"], Optional[Function]],
+                 foreign_summary: Callable[[Function], FrozenSet[EventKind]]) -> None:
         self.model = model
         self.extractor = extractor
         self.local_callee = local_callee
+        self.foreign_summary = foreign_summary  # summaries of functions of other project modules
         self._summaries: Dict[int, FrozenSet[EventKind]] = {}
         self._loops: Dict[Tuple[int, Optional[str]], FrozenSet[EventKind]] = {}
         self._mode_targets = self._eval_receivers()
@@ -130,7 +132,7 @@ class Evidence:
 
     def _classify(self, path: str, reach: Set[str], families: Set[str]) -> None:
         roles = self.model.roles
-        role = roles.get(path)
+        role = self.extractor.role(path)
         if role is not None and role.kind in _GRAD_ROLES:
             families.add(FAMILY_GRADS)
             reach.add(path)
@@ -164,7 +166,7 @@ class Evidence:
         """The event kinds a call may produce: its own event, its callee's summary, or OPAQUE."""
         callee = self.local_callee(call, frame)
         if callee is not None:
-            return self.summary(callee)
+            return self.summary(callee) if callee.owner in (None, self.model) else self.foreign_summary(callee)
         event = self.extractor.call_event(call, frame)
         if event is not None:
             return frozenset({event.kind})

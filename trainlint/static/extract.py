@@ -17,7 +17,7 @@ from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import dotted
 from .walk import walk
-from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role
+from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
 
 _OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
 _SCHED_NAME = re.compile(r"scheduler|(^|_)sched($|_)", re.IGNORECASE)
@@ -79,8 +79,12 @@ def _label(model: ModuleModel, call: cst.Call) -> str:
 
 
 class Extractor:
-    def __init__(self, model: ModuleModel) -> None:
+    def __init__(self, model: ModuleModel, caller_roles: Optional[RoleTable] = None, origin: Optional[ModuleModel] = None) -> None:
         self.model = model
+        # A function of another project module runs with the checked file's objects substituted
+        # for its parameters: their roles are the checked file's.
+        self.caller_roles = caller_roles
+        self.origin = origin
         self._cache: Dict[tuple, Event] = {}
         # ``scheduler.last_epoch = start_epoch - 1``: a schedule positioned by hand (a resume
         # rewind), so where its steps fall is the program's explicit choice.
@@ -97,7 +101,7 @@ class Extractor:
             label = fields.pop("label", None)
             if label is None:
                 label = _label(self.model, node) if isinstance(node, cst.Call) else ""
-            event = Event(site=node, label=label, **fields)
+            event = Event(site=node, label=label, origin=self.origin, **fields)
             self._cache[key] = event
         return event
 
@@ -109,7 +113,10 @@ class Extractor:
         return self._event(call, kind=EventKind.OPAQUE, label=label, families=ALL_FAMILIES, reach=(EVERYTHING,))
 
     def role(self, path: Optional[str]) -> Optional[Role]:
-        return self.model.roles.get(path)
+        role = self.model.roles.get(path)
+        if role is None and self.caller_roles is not None:
+            role = self.caller_roles.get(path)
+        return role
 
     def _is(self, path: Optional[str], kind: str, name_re: "re.Pattern[str]") -> bool:
         role = self.role(path)
@@ -297,7 +304,8 @@ class Extractor:
         if role is not None and role.kind == LOADER:
             return role.sampler
         if receiver and receiver.endswith(".sampler"):
-            return self.model.roles.sampler_of(receiver[: -len(".sampler")]) or None
+            loader = self.role(receiver[: -len(".sampler")])
+            return (loader.sampler if loader is not None and loader.kind == LOADER else None) or None
         return None
 
     # ----------------------------------------------------------------- loops

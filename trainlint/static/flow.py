@@ -26,6 +26,7 @@ from .evidence import Evidence
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from .names import dotted
+from .project import Project
 from .sites import SiteIndex
 from .walk import children, walk
 
@@ -95,27 +96,34 @@ _JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
 
 
 class Interpreter:
-    def __init__(self, model: ModuleModel, extractor: Extractor, sites: SiteIndex) -> None:
+    def __init__(self, model: ModuleModel, extractor: Extractor, sites: SiteIndex,
+                 project: Optional[Project] = None, root: Optional["Interpreter"] = None) -> None:
         self.model = model
         self.extractor = extractor
         self.sites = sites
-        self.violations: Dict[Violation, None] = {}
-        self._counter: Set[Tuple[str, Event]] = set()  # (rule, event) where a must violation failed
+        self.project = project
+        # Functions of other project modules run in an interpreter of their own module, sharing
+        # the checked file's findings, call stack and memo.
+        self._root = root or self
+        self._children: Dict[int, "Interpreter"] = {}
+        self.violations: Dict[Violation, None] = root.violations if root else {}
+        self._counter: Set[Tuple[str, Event]] = root._counter if root else set()  # (rule, event) where a must violation failed
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
-        self._stack: List[Function] = []
-        self._memo: Dict[tuple, List[PathState]] = {}
+        self._stack: List[Function] = root._stack if root else []
+        self._memo: Dict[tuple, List[PathState]] = root._memo if root else {}
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
         self._calls: Dict[int, List[cst.Call]] = {}
         self._relevance: Dict[tuple, bool] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
         self._condition_counts: Optional[Dict[str, int]] = None
-        self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values())
+        self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values()) or (
+            root is not None and root._loaders_matter)
         wrapped = {path.rsplit(".", 1)[-1] for path, role in model.roles.roles.items() if role.kind == "wrapped_model"}
         # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
         self._event_names = _EVENT_NAMES | wrapped | aliases
-        self.evidence = Evidence(model, extractor, self._local_callee)
+        self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary)
         self._partial_clears = _partial_clears(model)
         self._eventful = self._eventful_functions()
 
@@ -151,7 +159,7 @@ class Interpreter:
             fn = site.function
             if fn is None or id(fn.node) in direct:
                 continue
-            if self._may_event(site.call, fn):
+            if self._may_event(site.call, fn) or self._project_function(site.call) is not None:
                 direct.add(id(fn.node))
             else:
                 calls.setdefault(id(fn.node), set()).add(site.name)
@@ -193,7 +201,7 @@ class Interpreter:
             for sub in walk(node):
                 if isinstance(sub, cst.Call):
                     callee = self._local_callee(sub, frame)
-                    cached = self.eventful(callee) if callee is not None else self._may_event(sub, fn)
+                    cached = self._owner(callee).eventful(callee) if callee is not None else self._may_event(sub, fn)
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
                 elif isinstance(sub, (cst.Assign, cst.AugAssign, cst.Expr)) and (
@@ -660,14 +668,41 @@ class Interpreter:
                 if func.value in scope.nested:
                     return scope.nested[func.value]
                 scope = scope.parent
-            return self.model.functions.get(func.value)
+            local = self.model.functions.get(func.value)
+            return local if local is not None else self._project_function(call)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             if frame.cls is not None:
                 return self.model.methods.get((frame.cls, func.attr.value))
-        return None
+            return None
+        return self._project_function(call)
+
+    def _project_function(self, call: cst.Call) -> Optional[Function]:
+        """A function of another module of the user's project that this call names."""
+        if self.project is None:
+            return None
+        name = dotted(call.func)
+        return self.project.function(self.model, name) if name else None
+
+    def _owner(self, fn: Function) -> "Interpreter":
+        """The interpreter of the module that defines ``fn``."""
+        if fn.owner is None or fn.owner is self.model:
+            return self
+        root = self._root
+        if fn.owner is root.model:
+            return root
+        child = root._children.get(id(fn.owner))
+        if child is None:
+            child = Interpreter(fn.owner, Extractor(fn.owner, caller_roles=root.model.roles, origin=fn.owner),
+                                SiteIndex(fn.owner), project=root.project, root=root)
+            root._children[id(fn.owner)] = child
+        return child
+
+    def _foreign_summary(self, fn: Function):
+        return self._owner(fn).evidence.summary(fn)
 
     def _inline(self, callee: Function, call: cst.Call, states: List[PathState], frame: Frame) -> List[PathState]:
-        if not self.eventful(callee):
+        owner = self._owner(callee)
+        if not owner.eventful(callee):
             return states
         if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
             return self._feed(states, self.extractor.unknown(call))  # not followed: it may do anything
@@ -677,15 +712,16 @@ class Interpreter:
         if frame.varying is not None:
             # The callee's own locals and parameters change from call to call.
             varying = frame.varying | self._locals_of(callee)
-        callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls or frame.cls, accum=frame.accum,
-                             varying=varying)
+        foreign = owner is not self
+        callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
+                             accum=frame.accum, varying=varying, batches=frame.batches)
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
         self._stack.append(callee)
         try:
-            outcome = self.block(callee.body, states, callee_frame)
+            outcome = owner.block(callee.body, states, callee_frame)
         finally:
             self._stack.pop()
         result = _unique(outcome.normal + outcome.returns)

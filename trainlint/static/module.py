@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -37,6 +38,7 @@ class Function:
     assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
     aug_assigns: List[cst.AugAssign] = field(default_factory=list)
     returns: List[cst.BaseExpression] = field(default_factory=list)
+    owner: Optional["ModuleModel"] = None  # the module that defines it
 
     @property
     def body(self) -> Body:
@@ -49,9 +51,10 @@ def block(node: cst.BaseSuite) -> Body:
 
 
 class ModuleModel:
-    def __init__(self, module: cst.Module, source: str) -> None:
+    def __init__(self, module: cst.Module, source: str, path: Optional["Path"] = None) -> None:
         self.module = module
         self.source = source
+        self.path = path  # the file, when known (other modules of a project are found from it)
         self.imports = ImportMap()
         self.functions: Dict[str, Function] = {}  # module-level functions
         self.methods: Dict[Tuple[str, str], Function] = {}
@@ -82,7 +85,7 @@ class ModuleModel:
 
     def _collect_function(self, node: cst.FunctionDef, cls: Optional[str], parent: Optional[Function]) -> None:
         params = [p.name.value for p in _all_params(node.params)]
-        fn = Function(node, node.name.value, cls if parent is None else None, parent, params)
+        fn = Function(node, node.name.value, cls if parent is None else None, parent, params, owner=self)
         self.all_functions.append(fn)
         if parent is not None:
             parent.nested.setdefault(fn.name, fn)

@@ -52,13 +52,14 @@ class ImportMap:
                     head = full.split(".")[0]
                     self.names.setdefault(head, head)
         elif isinstance(node, cst.ImportFrom):
-            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            if isinstance(node.names, cst.ImportStar) or (node.module is None and not node.relative):
                 return
-            module = _module_name(node.module)
+            # ``from .utils import X``: the leading dots stay, for the project to resolve.
+            module = "." * len(node.relative) + (_module_name(node.module) if node.module is not None else "")
             for alias in node.names:
                 name = _module_name(alias.name)
                 local = alias.asname.name.value if alias.asname is not None else name  # type: ignore[union-attr]
-                self.names[local] = f"{module}.{name}"
+                self.names[local] = f"{module}.{name}" if not module.endswith(".") else f"{module}{name}"
 
     def qualify(self, node: cst.BaseExpression) -> Optional[str]:
         """The qualified name a name/attribute chain refers to through imports, or None."""

@@ -1,0 +1,86 @@
+"""Multi-file programs: the checked file's imports of its own project are read and followed.
+
+Each directory under fixtures/projects is checked as a user would (``trainlint <dir>``); the
+findings, in whichever file they are, must be exactly the ``# expect:`` comments of all its files.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixture_expectations import PROJECTS, expected_findings
+
+from trainlint.catalog import load_catalog
+from trainlint.engine import Settings, check_paths
+
+ALL_RULES = frozenset(r.id for r in load_catalog().values() if not r.opt_in)
+PROJECT_DIRS = sorted(p for p in PROJECTS.iterdir() if p.is_dir())
+
+
+def _expected(project: Path):
+    found = set()
+    for path in project.rglob("*.py"):
+        for line, rule in expected_findings(path.read_text(encoding="utf-8")):
+            found.add((path.relative_to(project).as_posix(), line, rule))
+    return found
+
+
+def _actual(project: Path, paths, cache=False):
+    report = check_paths([str(p) for p in paths], Settings(rules=ALL_RULES, cache=cache))
+    assert not report.errors
+    return {(Path(f.path).resolve().relative_to(project.resolve()).as_posix(), f.line, f.rule) for f in report.findings}
+
+
+@pytest.mark.parametrize("project", PROJECT_DIRS, ids=lambda p: p.name)
+def test_project_findings_match_expectations(project):
+    assert _actual(project, [project]) == _expected(project)
+
+
+def test_checking_only_the_entry_script_reports_the_statement_in_the_module_it_imports():
+    project = PROJECTS / "engine_split_bad"
+    assert _actual(project, [project / "main.py"]) == _expected(project)
+
+
+def test_messages_name_the_other_files_line():
+    project = PROJECTS / "engine_split_bad"
+    report = check_paths([str(project / "main.py")], Settings(rules=frozenset({"TL102"}), cache=False))
+    assert [f.rule for f in report.findings] == ["TL102"]
+    assert "(engine.py line 14)" in report.findings[0].message
+
+
+def test_a_cached_result_is_not_reused_once_an_imported_module_changes(tmp_path, monkeypatch):
+    project = tmp_path / "proj"
+    project.mkdir()
+    for name in ("main.py", "engine.py"):
+        (project / name).write_text((PROJECTS / "engine_split_good" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(tmp_path / "cache"))
+    assert _actual(project, [project / "main.py"], cache=True) == set()
+    # engine.py now steps the optimizer before the clip: only engine.py changed, main.py did not
+    engine = project / "engine.py"
+    text = engine.read_text(encoding="utf-8")
+    moved = text.replace(
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n        loss_scaler.step(optimizer)\n",
+        "        loss_scaler.step(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)\n",
+    )
+    assert moved != text
+    engine.write_text(moved, encoding="utf-8")
+    assert ("engine.py", 14, "TL101") in _actual(project, [project / "main.py"], cache=True)
+
+
+def test_only_files_under_the_projects_roots_are_read(tmp_path):
+    import libcst as cst
+
+    from trainlint.static.module import ModuleModel
+    from trainlint.static.project import Project
+
+    (tmp_path / "engine.py").write_text("def train_one_epoch(loader):\n    pass\n", encoding="utf-8")
+    script = tmp_path / "train.py"
+    source = "from json import loads\nfrom engine import train_one_epoch\nimport missing_module\n"
+    script.write_text(source, encoding="utf-8")
+    project = Project(script)
+    model = ModuleModel(cst.parse_module(source), source, path=script)
+    assert project.function(model, "loads") is None  # the standard library is not the project
+    assert project.function(model, "missing_module.run") is None
+    found = project.function(model, "train_one_epoch")
+    assert found is not None and found.owner.path == (tmp_path / "engine.py").resolve()
+    assert list(project.read) == [(tmp_path / "engine.py").resolve()]

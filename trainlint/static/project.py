@@ -1,0 +1,104 @@
+"""The user's project: the other modules a checked file imports, found and read (never run).
+
+``trainlint train.py`` must see ``engine.py`` next to it: a file's imports are resolved against its
+own directory and the roots of the packages it sits in (the parent of the topmost directory with an
+``__init__.py``), the way ``python train.py`` or ``python -m pkg.train`` would find them. Installed
+libraries are never read: a module is part of the project only if its file is under those roots.
+
+Modules are parsed once per process (keyed by path, size and modification time) and shared by
+every file that imports them. Each analysis records which modules it read and their content
+digests, so a cached result is reused only while those files are unchanged.
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from .module import Function, ModuleModel
+
+MAX_MODULE_BYTES = 2_000_000  # larger files are generated code, not training loops
+_PARSED: Dict[Path, Tuple[Tuple[int, int], Optional[ModuleModel]]] = {}
+
+
+def _load(path: Path) -> Optional[ModuleModel]:
+    """The module at ``path`` (parsed once per process while unchanged), or None if unreadable."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    stamp = (stat.st_size, stat.st_mtime_ns)
+    cached = _PARSED.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    model = None
+    if stat.st_size <= MAX_MODULE_BYTES:
+        try:
+            source = path.read_text(encoding="utf-8")
+            model = ModuleModel(cst.parse_module(source), source, path=path)
+        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError):
+            model = None  # the import is then unknown, as an installed library's would be
+    _PARSED[path] = (stamp, model)
+    return model
+
+
+class Project:
+    """Resolution of one checked file's imports to the project's own modules."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.resolve()
+        self.roots = _roots(self.path)
+        self.read: Dict[Path, str] = {}  # modules read by this analysis -> sha256 of their content
+
+    def function(self, model: ModuleModel, name: str) -> Optional[Function]:
+        """The project function an imported name refers to in ``model`` (``from engine import
+        train_one_epoch``; ``misc.helper`` after ``import util.misc as misc``), or None."""
+        qualified = model.imports.names.get(name.split(".", 1)[0])
+        if qualified is None:
+            return None
+        rest = name.split(".", 1)[1] if "." in name else ""
+        full = f"{qualified}.{rest}" if rest else qualified
+        module_name, _, function_name = full.rpartition(".")
+        if not module_name:
+            return None
+        other = self.module(module_name, model)
+        return other.functions.get(function_name) if other is not None else None
+
+    def module(self, name: str, importer: ModuleModel) -> Optional[ModuleModel]:
+        path = self._find(name, importer)
+        if path is None:
+            return None
+        model = _load(path)
+        if model is not None and path not in self.read:
+            self.read[path] = hashlib.sha256(model.source.encode("utf-8")).hexdigest()
+        return model
+
+    def _find(self, name: str, importer: ModuleModel) -> Optional[Path]:
+        level = len(name) - len(name.lstrip("."))
+        parts = [p for p in name.lstrip(".").split(".") if p]
+        if level:
+            base = (importer.path or self.path).resolve().parent
+            for _ in range(level - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            bases = self.roots
+        for base in bases:
+            candidate = base.joinpath(*parts)
+            for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+                if parts and path.is_file() and path.resolve() != self.path:
+                    return path.resolve()
+        return None
+
+
+def _roots(path: Path) -> List[Path]:
+    """The file's directory, and the directory holding its topmost package."""
+    roots = [path.parent]
+    package = path.parent
+    while (package / "__init__.py").is_file() and package.parent != package:
+        package = package.parent
+    if package not in roots:
+        roots.append(package)
+    return roots
