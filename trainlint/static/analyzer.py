@@ -16,7 +16,7 @@ from .extract import Extractor, Frame
 from .flow import Interpreter
 from .module import ModuleModel
 from .patterns import Context, Match, registry
-from .project import Project
+from .project import Project, parsed_before, remember_checked
 from .sites import SiteIndex
 
 # Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
@@ -145,10 +145,14 @@ def analyze_results(
     if not known or not could_fire(source, known):
         check_syntax(source)
         return []
-    module = parse(source)
+    model = parsed_before(project.path, source) if project is not None else None
+    module = model.module if model is not None else parse(source)
     try:
-        model = ModuleModel(module, source, path=project.path if project is not None else None)
-        sites = SiteIndex(model)
+        if model is None:
+            model = ModuleModel(module, source, path=project.path if project is not None else None)
+            if project is not None:
+                remember_checked(model)
+        sites = model.sites()
         violations = []
         if known & FLOW_RULES and could_fire(source, known & FLOW_RULES):
             violations = [v for v in find_violations(model, sites, project) if v.rule in known]

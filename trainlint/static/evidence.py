@@ -22,7 +22,7 @@ from ..events import EVERYTHING, FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event,
 from .module import Function, ModuleModel
 from .names import dotted
 from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, classify_constructor
-from .walk import children, walk
+from .walk import children
 
 if TYPE_CHECKING:  # pragma: no cover
     from .extract import Extractor, Frame
@@ -99,21 +99,12 @@ class Evidence:
         """An OPAQUE event for a call the engine cannot read that receives training objects.
         ``named_like_event``: the callee's name suggests a training event (``forward_backward``),
         which is never taken as the event itself, only as a reason to abstain."""
+        if self.is_pure(call):
+            return None
         func = call.func
-        qualified = self.model.imports.qualify(func) or ""
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if isinstance(func, cst.Name) and name in _PURE_FUNCTIONS and name not in self.model.imports.names:
-            return None
-        if qualified.startswith(_PURE_MODULES) or qualified in ("print", "len"):
-            return None
-        if classify_constructor(call, self.model.imports) is not None:
-            return None  # building a scheduler over the optimizer, a sampler over the dataset...
         received = [arg.value for arg in call.args]
         if isinstance(func, cst.Attribute) and dotted(func) not in self._attributes:
-            # A method of the receiver (``self.attribute(x)`` calls the object stored there).
-            if name in _PURE_METHODS:
-                return None
-            received.append(func.value)
+            received.append(func.value)  # a method of the receiver (``self.attribute(x)`` calls the object stored there)
         reach: Set[str] = set()
         families: Set[str] = set()
         for expr in received:
@@ -129,6 +120,21 @@ class Evidence:
         label = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
         return self.extractor._event(call, kind=EventKind.OPAQUE, label=label,
                                      families=frozenset(families), reach=tuple(sorted(reach)))
+
+    def is_pure(self, call: cst.Call) -> bool:
+        """Known not to produce training events: builtins, torch/numpy/logging functions, the
+        read-only methods of training objects, constructors of training objects."""
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if isinstance(func, cst.Name) and name in _PURE_FUNCTIONS and name not in self.model.imports.names:
+            return True
+        qualified = self.model.imports.qualify(func) or ""
+        if qualified.startswith(_PURE_MODULES) or qualified in ("print", "len"):
+            return True
+        if isinstance(func, cst.Attribute) and dotted(func) not in self._attributes and name in _PURE_METHODS:
+            return True
+        # building a scheduler over the optimizer, a sampler over the dataset...
+        return classify_constructor(call, self.model.imports) is not None
 
     def _classify(self, path: str, reach: Set[str], families: Set[str]) -> None:
         roles = self.model.roles
@@ -154,12 +160,12 @@ class Evidence:
 
     def _eval_receivers(self) -> FrozenSet[str]:
         """Modules whose eval() the module calls: the only ones whose mode any rule follows."""
-        found = set()
-        for node in walk(self.model.module):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "eval" \
-                    and not node.args and dotted(node.func.value):
-                found.add(dotted(node.func.value))
-        return frozenset(found)
+        if "eval(" not in self.model.source:
+            return frozenset()
+        return frozenset(
+            site.receiver for site in self.model.sites().sites
+            if site.name == "eval" and site.receiver and not site.call.args
+        )
 
     # ----------------------------------------------------------------- summaries
     def call_kinds(self, call: cst.Call, frame: "Frame") -> FrozenSet[EventKind]:

@@ -114,7 +114,7 @@ class Interpreter:
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
         self._calls: Dict[int, List[cst.Call]] = {}
-        self._relevance: Dict[tuple, bool] = {}
+        self._relevance: Dict[int, bool] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
         self._condition_counts: Optional[Dict[str, int]] = None
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values()) or (
@@ -140,6 +140,8 @@ class Interpreter:
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if self.evidence.opaque(call, Frame(fn, cls=fn.cls if fn else None)) is not None:
             return True  # unknown, and it receives training objects: it may do an event
+        if fn is not None and self._receives_parameter(call, fn):
+            return True  # unknown, and what it receives is the caller's: it may be a training object
         if not self._is_event_name(name):
             return False
         if name not in _AMBIGUOUS:
@@ -148,6 +150,15 @@ class Interpreter:
             return True
         receiver = dotted(func.value) if isinstance(func, cst.Attribute) else None
         return fn is not None and receiver is not None and receiver.split(".", 1)[0] in fn.params
+
+    def _receives_parameter(self, call: cst.Call, fn: Function) -> bool:
+        params = set(fn.params) - {"self", "cls"}
+        if not params or self.evidence.is_pure(call):
+            return False
+        received = [a.value for a in call.args]
+        if isinstance(call.func, cst.Attribute):
+            received.append(call.func.value)
+        return any((dotted(expr) or "").split(".", 1)[0] in params for expr in received)
 
     def _eventful_functions(self) -> Set[int]:
         """Functions that can produce an event, directly or through the local functions they call.
@@ -192,8 +203,10 @@ class Interpreter:
         return cached
 
     def relevant(self, node: cst.CSTNode, frame: Frame) -> bool:
-        """Can this statement change a path's events or end it? Irrelevant statements are skipped."""
-        key = (id(node), frame.subst)
+        """Can this statement change a path's events or end it? Irrelevant statements are skipped.
+        Judged once per statement, whatever the caller: a call that receives a parameter may be
+        an event for some caller, so it counts."""
+        key = id(node)
         cached = self._relevance.get(key)
         if cached is None:
             cached = False
@@ -693,7 +706,7 @@ class Interpreter:
         child = root._children.get(id(fn.owner))
         if child is None:
             child = Interpreter(fn.owner, Extractor(fn.owner, caller_roles=root.model.roles, origin=fn.owner),
-                                SiteIndex(fn.owner), project=root.project, root=root)
+                                fn.owner.sites(), project=root.project, root=root)
             root._children[id(fn.owner)] = child
         return child
 

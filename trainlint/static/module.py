@@ -66,6 +66,7 @@ class ModuleModel:
         self._collect(module.body, cls=None, func=None)
         self.roles = RoleTable()
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
+        self._sites = None
         self._infer_roles()
 
     # ----------------------------------------------------------------- collection
@@ -211,6 +212,14 @@ class ModuleModel:
                     if isinstance(ret, cst.Tuple) and len(ret.elements) == count:
                         return [self._role_in_function(helper, e.value, 1) for e in ret.elements]
         return [None] * count
+
+    def sites(self):
+        """The module's call-site index, built once (a project module serves many checked files)."""
+        if self._sites is None:
+            from .sites import SiteIndex  # sites.py builds on this module
+
+            self._sites = SiteIndex(self)
+        return self._sites
 
     def values_assigned(self, path: str) -> List[cst.BaseExpression]:
         """Every value assigned to an access path anywhere in the module (indexed once)."""

@@ -12,6 +12,7 @@ digests, so a cached result is reused only while those files are unchanged.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -20,7 +21,11 @@ import libcst as cst
 from .module import Function, ModuleModel
 
 MAX_MODULE_BYTES = 2_000_000  # larger files are generated code, not training loops
-_PARSED: Dict[Path, Tuple[Tuple[int, int], Optional[ModuleModel]]] = {}
+# Parsed modules, most recently used last; bounded so a run over thousands of files keeps a few
+# dozen trees in memory (the modules a project imports are used again and again, so they stay).
+_PARSED: "OrderedDict[Path, Tuple[Tuple[int, int], Optional[ModuleModel]]]" = OrderedDict()
+MAX_PARSED = 48
+_FOUND: Dict[Tuple[Tuple[Path, ...], str], Optional[Path]] = {}  # (search bases, module name) -> file
 
 
 def _load(path: Path) -> Optional[ModuleModel]:
@@ -32,6 +37,7 @@ def _load(path: Path) -> Optional[ModuleModel]:
     stamp = (stat.st_size, stat.st_mtime_ns)
     cached = _PARSED.get(path)
     if cached is not None and cached[0] == stamp:
+        _PARSED.move_to_end(path)
         return cached[1]
     model = None
     if stat.st_size <= MAX_MODULE_BYTES:
@@ -40,8 +46,33 @@ def _load(path: Path) -> Optional[ModuleModel]:
             model = ModuleModel(cst.parse_module(source), source, path=path)
         except (OSError, UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError):
             model = None  # the import is then unknown, as an installed library's would be
-    _PARSED[path] = (stamp, model)
+    _keep(path, stamp, model)
     return model
+
+
+def _keep(path: Path, stamp: Tuple[int, int], model: Optional[ModuleModel]) -> None:
+    _PARSED[path] = (stamp, model)
+    _PARSED.move_to_end(path)
+    while len(_PARSED) > MAX_PARSED:
+        _PARSED.popitem(last=False)
+
+
+def remember_checked(model: ModuleModel) -> None:
+    """A checked file's model, kept for the files of the same run that import it."""
+    if model.path is None:
+        return
+    try:
+        stat = model.path.stat()
+    except OSError:
+        return
+    _keep(model.path, (stat.st_size, stat.st_mtime_ns), model)
+
+
+def parsed_before(path: Path, source: str) -> Optional[ModuleModel]:
+    """The model of ``path`` if this process already parsed exactly ``source`` for it."""
+    cached = _PARSED.get(path)
+    model = cached[1] if cached is not None else None
+    return model if model is not None and model.source == source else None
 
 
 class Project:
@@ -51,12 +82,20 @@ class Project:
         self.path = path.resolve()
         self.roots = _roots(self.path)
         self.read: Dict[Path, str] = {}  # modules read by this analysis -> sha256 of their content
+        self._functions: Dict[Tuple[int, str], Optional[Function]] = {}
 
     def function(self, model: ModuleModel, name: str) -> Optional[Function]:
         """The project function an imported name refers to in ``model`` (``from engine import
         train_one_epoch``; ``misc.helper`` after ``import util.misc as misc``), or None."""
+        key = (id(model), name)
+        if key in self._functions:
+            return self._functions[key]
+        found = self._functions[key] = self._function(model, name)
+        return found
+
+    def _function(self, model: ModuleModel, name: str) -> Optional[Function]:
         qualified = model.imports.names.get(name.split(".", 1)[0])
-        if qualified is None:
+        if qualified is None or qualified.split(".", 1)[0] in _NEVER_PROJECT:
             return None
         rest = name.split(".", 1)[1] if "." in name else ""
         full = f"{qualified}.{rest}" if rest else qualified
@@ -85,12 +124,30 @@ class Project:
             bases = [base]
         else:
             bases = self.roots
-        for base in bases:
-            candidate = base.joinpath(*parts)
-            for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
-                if parts and path.is_file() and path.resolve() != self.path:
-                    return path.resolve()
-        return None
+        key = (tuple(bases), ".".join(parts))
+        if key not in _FOUND:
+            _FOUND[key] = _first_file(bases, parts)
+        found = _FOUND[key]
+        return found if found != self.path else None
+
+
+def _first_file(bases: List[Path], parts: List[str]) -> Optional[Path]:
+    for base in bases:
+        candidate = base.joinpath(*parts)
+        for path in (candidate.with_suffix(".py"), candidate / "__init__.py"):
+            if parts and path.is_file():
+                return path.resolve()
+    return None
+
+
+# Top-level packages that are never the user's own code (a local file shadowing them would break
+# the program anyway): no file system look-up for ``torch.nn.functional.relu(...)``.
+_NEVER_PROJECT = frozenset({
+    "torch", "numpy", "np", "os", "sys", "math", "time", "json", "logging", "random", "re", "typing",
+    "collections", "functools", "itertools", "pathlib", "argparse", "dataclasses", "copy", "pickle",
+    "transformers", "accelerate", "deepspeed", "lightning", "pytorch_lightning", "timm", "diffusers",
+    "datasets", "wandb", "tqdm", "torchvision", "torchaudio", "einops", "scipy", "sklearn", "pandas",
+})
 
 
 def _roots(path: Path) -> List[Path]:
