@@ -152,6 +152,7 @@ def analyze_results(
             model = ModuleModel(module, source, path=project.path if project is not None else None)
             if project is not None:
                 remember_checked(model)
+        model.project = project
         sites = model.sites()
         violations = []
         if known & FLOW_RULES and could_fire(source, known & FLOW_RULES):

@@ -147,8 +147,10 @@ class Extractor:
 
     def _method_event(self, call, method, receiver_node, receiver, frame) -> Optional[Event]:
         if method == "backward":
-            if isinstance(receiver_node, cst.Call) and _last(dotted(receiver_node.func)) == "scale":
-                scaled_loss = receiver_node.args[0].value if receiver_node.args else receiver_node
+            scaling = receiver_node if isinstance(receiver_node, cst.Call) else self._assigned_call(receiver_node, frame)
+            if isinstance(scaling, cst.Call) and _last(dotted(scaling.func)) == "scale":
+                # scaler.scale(loss).backward(), or scaled = scaler.scale(loss); scaled.backward()
+                scaled_loss = scaling.args[0].value if scaling.args else scaling
                 return self._backward(call, scaled_loss, frame, scaled=True)
             if self._is(receiver, ACCELERATOR, _ENGINE_NAME) or self._is(receiver, ENGINE, _ENGINE_NAME):
                 # Accelerate / DeepSpeed divide by the accumulation steps themselves.
@@ -194,11 +196,23 @@ class Extractor:
 
     def _clip(self, call: cst.Call) -> Event:
         """A clip; one whose threshold is multiplied by the loss scale (``max_norm *
-        scaler.get_scale()``) clips scaled gradients at the scaled norm: as if unscaled first."""
+        scaler.get_scale()``) clips scaled gradients at the scaled norm: as if unscaled first. A
+        threshold multiplied by anything but a number (``max_norm * scale``, the scale passed in)
+        may be that too."""
         scale_aware = any(
-            isinstance(node, cst.Attribute) and node.attr.value == "get_scale" for a in call.args for node in walk(a.value)
+            (isinstance(node, cst.Attribute) and node.attr.value == "get_scale")
+            or (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
+                and not (isinstance(node.left, (cst.Integer, cst.Float)) and isinstance(node.right, (cst.Integer, cst.Float))))
+            for a in call.args for node in walk(a.value)
         )
         return self._event(call, kind=EventKind.CLIP, via_scaler=scale_aware)
+
+    def _assigned_call(self, node: cst.BaseExpression, frame: Frame) -> Optional[cst.Call]:
+        """The call a local name was assigned from, when it has exactly one assignment here."""
+        if not isinstance(node, cst.Name) or frame.function is None:
+            return None
+        values = [v for t, v in frame.function.assigns if isinstance(t, cst.Name) and t.value == node.value]
+        return values[0] if len(values) == 1 and isinstance(values[0], cst.Call) else None
 
     def _mode_event(self, call: cst.Call, method: str, receiver: str) -> Optional[Event]:
         if method == "eval" and call.args:

@@ -25,6 +25,7 @@ from ..events import EVERYTHING, FAMILY_GRADS, Event, EventKind
 from .evidence import Evidence
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
+from .calls import literal_bool
 from .names import dotted
 from .project import Project
 from .sites import SiteIndex
@@ -125,6 +126,7 @@ class Interpreter:
         self._event_names = _EVENT_NAMES | wrapped | aliases
         self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary)
         self._partial_clears = _partial_clears(model)
+        self._flags = _literal_flags(model)
         self._eventful = self._eventful_functions()
 
         self._sync_managed = _manages_sync(model)
@@ -218,7 +220,8 @@ class Interpreter:
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
                 elif isinstance(sub, (cst.Assign, cst.AugAssign, cst.Expr)) and (
-                        (isinstance(sub, cst.Assign) and _clears_grad(sub)) or _rescales_grad(sub)):
+                        (isinstance(sub, cst.Assign) and (_clears_grad(sub) or _flag_assigned(sub) in self._flags))
+                        or _rescales_grad(sub)):
                     cached = True
                 if cached:
                     break
@@ -334,6 +337,11 @@ class Interpreter:
                 return outcome
             if isinstance(small, cst.Raise):
                 return outcome
+            flag = _flag_assigned(small) if isinstance(small, cst.Assign) else None
+            if flag in self._flags:
+                # ``should_update = True``: the path knows the flag until it is assigned again.
+                value = literal_bool(small.value)
+                states = [replace(s, assume=frozenset(a for a in s.assume if a[0] != flag) | {(flag, value)}) for s in states]
             if isinstance(small, cst.Assign) and _clears_grad(small) and id(small) not in self._partial_clears:
                 states = self._feed(states, self.extractor._event(small, kind=EventKind.ZERO_GRAD, label="p.grad = None"))
             elif _rescales_grad(small):
@@ -438,6 +446,8 @@ class Interpreter:
                 test = test.left
             else:
                 break
+        if getattr(test, "lpar", None):
+            test = test.with_changes(lpar=[], rpar=[])  # ``if (a and b):`` over lines tests ``a and b``
         key = " ".join(self.model.module.code_for_node(test).split())
         if key not in self._cond_names:
             self._cond_names[key] = frozenset(_paths(test))
@@ -669,7 +679,7 @@ class Interpreter:
     def _forget(self, state: PathState, assigned: FrozenSet[str]) -> PathState:
         if not state.assume:
             return state
-        kept = frozenset(a for a in state.assume if not self._varies(a[0], assigned))
+        kept = frozenset(a for a in state.assume if a[0] in self._flags or not self._varies(a[0], assigned))
         return state if kept == state.assume else replace(state, assume=kept)
 
     # ----------------------------------------------------------------- calls
@@ -867,6 +877,25 @@ def _partial_clears(model: ModuleModel) -> Set[int]:
                 if isinstance(inner, cst.Assign) and _clears_grad(inner):
                     found.add(id(inner))
     return found
+
+
+def _flag_assigned(assign: cst.Assign) -> Optional[str]:
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _literal_flags(model: ModuleModel) -> FrozenSet[str]:
+    """Local names only ever assigned True or False (a loop's state machine, ``should_update``):
+    a path knows their value exactly, also across passes."""
+    seen: Dict[str, bool] = {}
+    for target, value in model.module_assigns + [a for fn in model.all_functions for a in fn.assigns]:
+        if isinstance(target, cst.Name):
+            seen[target.value] = seen.get(target.value, True) and literal_bool(value) is not None
+    for fn in model.all_functions:
+        for aug in fn.aug_assigns:
+            if isinstance(aug.target, cst.Name):
+                seen[aug.target.value] = False
+    return frozenset(name for name, literal in seen.items() if literal)
 
 
 def _rescales_grad(small: cst.BaseSmallStatement) -> bool:

@@ -91,18 +91,20 @@ def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, d
 def _returned_by_model(call: cst.Call, index: int, count: int, fn: Optional[Function], model: ModuleModel,
                        depth: int) -> str:
     """The loss a model call returns in position ``index`` of a tuple, judged from the forward of
-    the model's class when this module defines it (``model = GPT(config)``); otherwise unknown."""
+    the model's class when this module or the project defines it (``model = GPT(config)``);
+    otherwise unknown."""
     callee = dotted(call.func)
     classes = {dotted(v.func) for t, v in _assignments(fn, model) + model.module_assigns
                if dotted(t) == callee and isinstance(v, cst.Call)}
     for cls in classes:
-        forward = model.methods.get((cls or "", "forward"))
+        forward = model.method_of_class(cls or "", "forward")
         if forward is None:
             continue
+        owner = forward.owner or model
         kinds = set()
         for ret in forward.returns:
             if isinstance(ret, cst.Tuple) and len(ret.elements) == count:
-                kinds.add(classify_loss(ret.elements[index].value, forward, model, depth + 1))
+                kinds.add(classify_loss(ret.elements[index].value, forward, owner, depth + 1))
         if len(kinds) == 1:
             return kinds.pop()
     return LOSS_UNKNOWN

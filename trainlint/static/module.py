@@ -67,6 +67,7 @@ class ModuleModel:
         self.roles = RoleTable()
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
         self._sites = None
+        self.project = None  # the checked file's Project, when its imports can be followed
         self._infer_roles()
 
     # ----------------------------------------------------------------- collection
@@ -212,6 +213,13 @@ class ModuleModel:
                     if isinstance(ret, cst.Tuple) and len(ret.elements) == count:
                         return [self._role_in_function(helper, e.value, 1) for e in ret.elements]
         return [None] * count
+
+    def method_of_class(self, class_name: str, method: str) -> Optional[Function]:
+        """A method of a class defined here, or imported from the project."""
+        local = self.methods.get((class_name, method))
+        if local is None and self.project is not None:
+            return self.project.method(self, class_name, method)
+        return local
 
     def sites(self):
         """The module's call-site index, built once (a project module serves many checked files)."""

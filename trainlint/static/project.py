@@ -105,6 +105,15 @@ class Project:
         other = self.module(module_name, model)
         return other.functions.get(function_name) if other is not None else None
 
+    def method(self, model: ModuleModel, class_name: str, method: str) -> Optional[Function]:
+        """A method of a class that ``model`` imports from the project (``from model import GPT``)."""
+        qualified = model.imports.names.get(class_name)
+        if qualified is None or "." not in qualified:
+            return None
+        module_name, _, cls = qualified.rpartition(".")
+        other = self.module(module_name, model)
+        return other.methods.get((cls, method)) if other is not None else None
+
     def module(self, name: str, importer: ModuleModel) -> Optional[ModuleModel]:
         path = self._find(name, importer)
         if path is None:

@@ -102,28 +102,23 @@ def _guarded(ctx: Context, site, depth: int = 0) -> bool:
 _PER_CALL_NAME = re.compile(r"rank|uuid|getpid|pid\b|time\(|datetime|process_index|local_process", re.IGNORECASE)
 
 
-def _per_rank_file(ctx: Context, site, depth: int = 0) -> bool:
+def _per_rank_file(ctx: Context, site) -> bool:
     """The file name differs per rank or per call: the rank, a pid, a uuid or the time in it
-    (``f"queue{rank}.pth"``, ``batch-{uuid4()}.pt``), also through the variable holding the path;
-    or a loop variable of an enclosing loop (one output file per item)."""
+    (``f"queue{rank}.pth"``, ``batch-{uuid4()}.pt``), also through the variable holding the path.
+    (An epoch number is the same on every rank: ``checkpoint{epoch}.pth`` is shared.)"""
     path = site.call.args[1].value if len(site.call.args) > 1 else None
-    if path is None:
-        return False
-    loop_names = {n.value for loop in site.loops if isinstance(loop, cst.For) for n in walk(loop.target) if isinstance(n, cst.Name)}
-    return _varies(ctx, path, site.function, loop_names, 0)
+    return path is not None and _varies(ctx, path, site.function, 0)
 
 
-def _varies(ctx: Context, expr: cst.BaseExpression, fn, loop_names, depth: int) -> bool:
+def _varies(ctx: Context, expr: cst.BaseExpression, fn, depth: int) -> bool:
     if _PER_CALL_NAME.search(ctx.code(expr)):
-        return True
-    names = {n.value for n in walk(expr) if isinstance(n, cst.Name)}
-    if names & loop_names:
         return True
     if depth > 2:
         return False
+    names = {n.value for n in walk(expr) if isinstance(n, cst.Name)}
     assigns = fn.assigns if fn is not None else ctx.model.module_assigns
     return any(
-        isinstance(target, cst.Name) and target.value in names and _varies(ctx, value, fn, loop_names, depth + 1)
+        isinstance(target, cst.Name) and target.value in names and _varies(ctx, value, fn, depth + 1)
         for target, value in assigns
     )
 

@@ -41,10 +41,11 @@ def _loss_kind(ctx: Context, call: cst.Call) -> Optional[str]:
 
 
 def _loss_class(ctx: Context, path: Optional[str]) -> Optional[str]:
-    for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
-        if dotted(target) == path and isinstance(value, cst.Call):
-            return _last(value.func)
-    return None
+    """The loss module class assigned to ``path``; None when it is assigned anything else too
+    (``self.loss_fn`` chosen by a branch: which one a call uses is not known)."""
+    values = ctx.model.values_assigned(path) if path else []
+    classes = {_last(v.func) if isinstance(v, cst.Call) else None for v in values}
+    return classes.pop() if len(classes) == 1 else None
 
 
 def _producer(ctx: Context, expr: cst.BaseExpression, fn: Optional[Function]) -> Optional[cst.Call]:

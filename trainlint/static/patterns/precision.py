@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..calls import arg, kwarg, literal_str
+from ..calls import arg, kwarg, literal_bool, literal_str
 from ..names import dotted
 from ..roles import SCALER
 from . import Context, Match
@@ -22,6 +22,9 @@ def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
     qualified = ctx.qualify(call.func) or path
     if not qualified.endswith("autocast"):
         return None
+    enabled = kwarg(call, "enabled")
+    if enabled is not None and literal_bool(enabled.value) is False:
+        return None  # ``autocast(enabled=False)``: a float32 island inside mixed precision
     dtype = arg(call, 1, "dtype") if "cuda.amp" not in qualified and "cpu.amp" not in qualified else arg(call, 0, "dtype")
     if dtype is not None:
         name = (dotted(dtype) or "").rsplit(".", 1)[-1]
@@ -61,9 +64,13 @@ def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
 
 
 def _backpropagated_here(ctx: Context, site) -> bool:
-    """Is anything computed under this autocast backpropagated? The function that enters it must
-    run a backward itself: autocast in a validation or sampling helper trains nothing."""
-    return any(other.name in ("backward", "manual_backward") for other in ctx.sites.in_function(site.function))
+    """Is anything computed under this autocast backpropagated without a scaler? The function that
+    enters it must run a plain ``loss.backward()`` itself: autocast in a validation or sampling
+    helper trains nothing, and ``optim.backward(loss)`` / ``engine.backward(loss)`` hands the loss
+    to an object that may scale it (fairseq's AMPOptimizer, DeepSpeed's fp16 engine)."""
+    backwards = [other for other in ctx.sites.in_function(site.function) if other.name in ("backward", "manual_backward")]
+    owned = any(other.name == "manual_backward" or any(a.keyword is None for a in other.call.args) for other in backwards)
+    return bool(backwards) and not owned
 
 
 def _accelerate_scales(ctx: Context) -> bool:
