@@ -172,8 +172,16 @@ def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
         path = dotted(target)
         if not isinstance(value, cst.Call) or (dotted(value.func) or "").rsplit(".", 1)[-1] != "DataLoader":
             continue
+        qualified = ctx.qualify(value.func)
+        if qualified and not qualified.startswith("torch"):
+            continue  # DGL's / PyG's loaders shard by rank themselves (``use_ddp=True``)
         if kwarg(value, "sampler") or kwarg(value, "batch_sampler") or path in prepared or path not in training_loaders:
             continue
+        names = {dotted(n) for a in value.args for n in walk(a.value) if isinstance(n, (cst.Name, cst.Attribute))}
+        if _RANK_CHECK.search(ctx.code(value)) or any(
+            _RANK_CHECK.search(ctx.code(v)) for name in names if name for v in ctx.model.values_assigned(name)
+        ):
+            continue  # the data is split by rank by hand (``train_idx.split(...)[rank]``)
         yield Match("TL302", value, lambda line_of, c=value, p=path: (
             f"{ctx.label(c)} ({p}) feeds the training loop of a DDP/FSDP script without a "
             f"DistributedSampler: every rank iterates the same batches, so an epoch trains on the "

@@ -246,7 +246,7 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
         if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
             continue
-        if not ctx.sites.in_training_loop(site):
+        if not ctx.sites.in_training_loop(site) or _best_model_export(ctx, site):
             continue
         yield Match("TL901", site.call, lambda line_of, c=site.call: (
             f"{ctx.label(c)} checkpoints the model weights inside the training loop but not the "
@@ -268,6 +268,19 @@ def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
             return cst.List([cst.Element(v) for v in sources + extra])
         return sources[0]
     return value
+
+
+_BEST = re.compile(r"best|min_|max_|improv", re.IGNORECASE)
+
+
+def _best_model_export(ctx: Context, site) -> bool:
+    """A snapshot of the best model so far (``if val_loss < best:``, ``best.pt``) is an export for
+    evaluation, not a resume point; and with Accelerate the resumable state is save_state()'s."""
+    if any(_BEST.search(ctx.code(test)) for test in site.tests):
+        return True
+    if len(site.call.args) > 1 and _BEST.search(ctx.code(site.call.args[1].value)):
+        return True
+    return any(other.name == "save_state" for other in ctx.sites.sites)
 
 
 def _has_optimizer_entry(saved: cst.BaseExpression) -> bool:
