@@ -109,3 +109,24 @@ def test_everything_reach_matches_any_object():
         ev(K.EVAL_MODE, target="model"), ev(K.OPAQUE, families=ALL_FAMILIES, reach=(EVERYTHING,)),
         ev(K.OPTIMIZER_STEP, module="model"),
     ]) == []
+
+
+def test_the_catalogs_own_remedies_put_together_are_clean():
+    """TL102's "use instead" (scheduler after the batch loop) around TL201's (a boundary step)."""
+    source = '''
+import torch
+import torch.nn.functional as F
+
+def train(model, loader, epochs, accum_steps):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=30)
+    for epoch in range(epochs):
+        for i, (x, y) in enumerate(loader):
+            loss = F.cross_entropy(model(x), y) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0 or i + 1 == len(loader):
+                optimizer.step()
+                optimizer.zero_grad()
+        scheduler.step()
+'''
+    assert analyze(source, frozenset(checker.CHECKED_RULES)) == []
