@@ -60,11 +60,13 @@ class Frame:
         path = dotted(expr) if expr is not None else None
         if path is None:
             return None
-        head, dot, rest = path.partition(".")
+        # The longest substituted prefix wins: ``self.train_data`` (an object's attribute bound to
+        # the caller's loader) before ``self``.
+        best = None
         for param, actual in self.subst:
-            if param == head:
-                return actual + dot + rest
-        return path
+            if (path == param or path.startswith(param + ".")) and (best is None or len(param) > len(best[0])):
+                best = (param, actual)
+        return best[1] + path[len(best[0]):] if best is not None else path
 
 
 def _last(path: Optional[str]) -> str:

@@ -641,6 +641,48 @@ class Interpreter:
                     found.update(dotted(t.target) for t in node.targets if dotted(t.target))
         return frozenset(found)
 
+    def _constructed(self, method: Function, receiver: cst.BaseExpression, frame: Frame) -> Dict[str, str]:
+        """``trainer = Trainer(model, loader, optimizer)`` then ``trainer.train()``: inside the
+        method, ``self`` is ``trainer`` and each ``self.x = param`` of ``__init__`` is the object the
+        constructor was given (``self.train_data`` is the caller's loader)."""
+        path = frame.resolve(receiver)
+        if path is None:
+            return {}
+        bound = {"self": path}
+        init = (method.owner or self.model).methods.get((method.cls, "__init__"))
+        values = self.model.values_assigned(dotted(receiver) or "")
+        if init is None or len(values) != 1 or not isinstance(values[0], cst.Call):
+            return bound
+        params = [p for p in init.params if p not in ("self", "cls")]
+        given: Dict[str, str] = {}
+        for param, arg in zip(params, [a for a in values[0].args if a.keyword is None and not a.star]):
+            actual = frame.resolve(arg.value)
+            if actual is not None:
+                given[param] = actual
+        for arg in values[0].args:
+            if arg.keyword is not None and arg.keyword.value in params:
+                actual = frame.resolve(arg.value)
+                if actual is not None:
+                    given[arg.keyword.value] = actual
+        for target, value in init.assigns:
+            attribute = dotted(target)
+            if attribute and attribute.startswith("self.") and isinstance(value, cst.Name) and value.value in given:
+                bound[attribute] = given[value.value]
+        return bound
+
+    def _method_of_object(self, call: cst.Call, frame: Frame) -> Optional[Function]:
+        """``trainer.train()`` where ``trainer`` was built from a class of this module or the project."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name) or func.value.value == "self":
+            return None
+        values = self.model.values_assigned(func.value.value)
+        if len(values) != 1 or not isinstance(values[0], cst.Call):
+            return None
+        class_name = dotted(values[0].func)
+        if not class_name or "." in class_name:
+            return None
+        return self.model.method_of_class(class_name, func.attr.value)
+
     def _locals_of(self, fn: Function) -> FrozenSet[str]:
         names = {p for p in fn.params if p not in ("self", "cls")}
         for target, _ in fn.assigns:
@@ -697,7 +739,7 @@ class Interpreter:
             if frame.cls is not None:
                 return self.model.methods.get((frame.cls, func.attr.value))
             return None
-        return self._project_function(call)
+        return self._method_of_object(call, frame) or self._project_function(call)
 
     def _project_function(self, call: cst.Call) -> Optional[Function]:
         """A function of another module of the user's project that this call names."""
@@ -756,6 +798,13 @@ class Interpreter:
         if callee.cls is not None and params and params[0] in ("self", "cls"):
             params = params[1:]
         bound: Dict[str, str] = {}
+        func = call.func
+        if callee.cls is not None and isinstance(func, cst.Attribute):
+            if isinstance(func.value, cst.Name) and func.value.value == "self":
+                # self.method(): the object is the same, and so is what its attributes stand for.
+                bound.update((k, v) for k, v in frame.subst if k == "self" or k.startswith("self."))
+            else:
+                bound.update(self._constructed(callee, func.value, frame))
         positional = [a for a in call.args if a.keyword is None and not a.star]
         for param, arg in zip(params, positional):
             path = frame.resolve(arg.value)
