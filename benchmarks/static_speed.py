@@ -24,7 +24,7 @@ from pathlib import Path
 
 import libcst
 
-from trainlint.config import Config, effective_rules
+from trainlint.config import Config, resolve_rules
 from trainlint.engine import Settings, check_paths, default_jobs
 from trainlint.files import discover
 
@@ -44,7 +44,7 @@ def _parse_floor(files) -> float:
 
 
 def _trainlint(dirs, jobs: int, cache: bool) -> float:
-    settings = Settings(rules=effective_rules(None, []), config=Config(), cache=cache, jobs=jobs, respect_gitignore=False)
+    settings = Settings(rules=resolve_rules(Config(), None, []), config=Config(), cache=cache, jobs=jobs, respect_gitignore=False)
     start = time.perf_counter()
     check_paths(dirs, settings)
     return time.perf_counter() - start

@@ -1,0 +1,19 @@
+"""The shipped speed benchmark runs end to end on a small input (so it cannot rot unnoticed)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_static_speed_benchmark_prints_its_figures():
+    projects = ROOT / "fixtures" / "projects"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "static_speed.py"), str(projects), "--jobs", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    for row in ("libcst.parse_module", "trainlint cold, 1 job", "trainlint warm (cache)", "cold 1 job / parse floor"):
+        assert row in run.stdout
