@@ -172,7 +172,7 @@ class Interpreter:
             fn = site.function
             if fn is None or id(fn.node) in direct:
                 continue
-            if self._may_event(site.call, fn) or self._project_function(site.call) is not None:
+            if self._may_event(site.call, fn) or self._may_train_elsewhere(site.call):
                 direct.add(id(fn.node))
             else:
                 calls.setdefault(id(fn.node), set()).add(site.name)
@@ -215,8 +215,9 @@ class Interpreter:
             fn = frame.function
             for sub in walk(node):
                 if isinstance(sub, cst.Call):
-                    callee = self._local_callee(sub, frame)
-                    cached = self._owner(callee).eventful(callee) if callee is not None else self._may_event(sub, fn)
+                    callee = self._local_callee(sub, frame, parse=False)
+                    cached = self._owner(callee).eventful(callee) if callee is not None else (
+                        self._may_event(sub, fn) or self._may_train_elsewhere(sub))
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
                 elif isinstance(sub, (cst.Assign, cst.AugAssign, cst.Expr)) and (
@@ -725,7 +726,10 @@ class Interpreter:
         return state if kept == state.assume else replace(state, assume=kept)
 
     # ----------------------------------------------------------------- calls
-    def _local_callee(self, call: cst.Call, frame: Frame) -> Optional[Function]:
+    def _local_callee(self, call: cst.Call, frame: Frame, parse: bool = True) -> Optional[Function]:
+        """The function a call runs, when its body can be read: a function or method of this
+        module, a method of an object built from a known class, or a project function (only
+        with ``parse``; otherwise the question is answered without parsing other modules)."""
         func = call.func
         if isinstance(func, cst.Name):
             scope = frame.function
@@ -734,19 +738,26 @@ class Interpreter:
                     return scope.nested[func.value]
                 scope = scope.parent
             local = self.model.functions.get(func.value)
-            return local if local is not None else self._project_function(call)
+            return local if local is not None or not parse else self._project_function(call)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             if frame.cls is not None:
                 return self.model.methods.get((frame.cls, func.attr.value))
             return None
-        return self._method_of_object(call, frame) or self._project_function(call)
+        return self._method_of_object(call, frame) or (self._project_function(call) if parse else None)
 
     def _project_function(self, call: cst.Call) -> Optional[Function]:
         """A function of another module of the user's project that this call names."""
         if self.project is None:
             return None
         name = dotted(call.func)
-        return self.project.function(self.model, name) if name else None
+        if not name or not self.project.may_train(self.model, name):
+            return None  # its module has no training text: nothing there to follow, never parsed
+        return self.project.function(self.model, name)
+
+    def _may_train_elsewhere(self, call: cst.Call) -> bool:
+        """A call into a project module whose text has training events (not parsed to find out)."""
+        name = dotted(call.func) if self.project is not None else None
+        return bool(name) and self.project.may_train(self.model, name)
 
     def _owner(self, fn: Function) -> "Interpreter":
         """The interpreter of the module that defines ``fn``."""

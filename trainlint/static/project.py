@@ -12,6 +12,7 @@ digests, so a cached result is reused only while those files are unchanged.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import OrderedDict
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -105,6 +106,16 @@ class Project:
         other = self.module(module_name, model)
         return other.functions.get(function_name) if other is not None else None
 
+    def may_train(self, model: ModuleModel, name: str) -> bool:
+        """Could the project function ``name`` refers to produce a training event? Answered from
+        its module's text, without parsing it: most imported helpers of a package cannot."""
+        qualified = model.imports.names.get(name.split(".", 1)[0])
+        if qualified is None or qualified.split(".", 1)[0] in _NEVER_PROJECT:
+            return False
+        full = qualified + ("." + name.split(".", 1)[1] if "." in name else "")
+        path = self._find(full.rpartition(".")[0], model)
+        return path is not None and _has_event_text(path)
+
     def method(self, model: ModuleModel, class_name: str, method: str) -> Optional[Function]:
         """A method of a class that ``model`` imports from the project (``from model import GPT``)."""
         qualified = model.imports.names.get(class_name)
@@ -138,6 +149,24 @@ class Project:
             _FOUND[key] = _first_file(bases, parts)
         found = _FOUND[key]
         return found if found != self.path else None
+
+
+_EVENT_TEXT = re.compile(
+    r"\.backward\(|\.step\(|zero_grad|set_epoch|clip_grad|\.eval\(\)|\.train\(|no_sync|unscale_|\.scale\(|"
+    r"\.grad\b|backward|optimizer"
+)
+_TEXT_CHECKED: Dict[Path, bool] = {}
+
+
+def _has_event_text(path: Path) -> bool:
+    known = _TEXT_CHECKED.get(path)
+    if known is None:
+        try:
+            known = bool(_EVENT_TEXT.search(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            known = False
+        _TEXT_CHECKED[path] = known
+    return known
 
 
 def _first_file(bases: List[Path], parts: List[str]) -> Optional[Path]:
