@@ -93,10 +93,15 @@ def _clears(zero: Event, step: Event) -> bool:
     model as ``module``; it clears an optimizer's gradients if that optimizer trains the model (or
     a part of it), or if which model the optimizer trains is unknown."""
     if zero.module is None:
-        return same_object(zero.target, step.target)
+        # A wrapper (``NoamOpt``) and the optimizer inside it (``opt.optimizer``) are one object here.
+        return same_object(zero.target, step.target) or _nested(zero.target, step.target)
     if step.module is None:
         return True
     return step.module == zero.module or step.module.startswith(zero.module + ".") or zero.module.startswith(step.module + ".")
+
+
+def _nested(a: Optional[str], b: Optional[str]) -> bool:
+    return a is not None and b is not None and (a.startswith(b + ".") or b.startswith(a + "."))
 
 
 class ZeroGradPlacement(Invariant):

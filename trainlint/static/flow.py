@@ -134,7 +134,7 @@ class Interpreter:
     def _is_event_name(self, name: str) -> bool:
         return name in self._event_names or _BACKWARD_NAME.search(name) is not None or name.endswith("zero_grad")
 
-    def _may_event(self, call: cst.Call, fn: Optional[Function]) -> bool:
+    def _may_event(self, call: cst.Call, fn: Optional[Function], relevance: bool = False) -> bool:
         """Could this call be an event, in some calling context? Names shared with ordinary
         methods (``dict.update``, ``self.step``) count only if the extractor recognises the call
         here, or if its receiver is a parameter (whose role the caller decides)."""
@@ -142,8 +142,11 @@ class Interpreter:
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if self.evidence.opaque(call, Frame(fn, cls=fn.cls if fn else None)) is not None:
             return True  # unknown, and it receives training objects: it may do an event
-        if fn is not None and self._receives_parameter(call, fn):
-            return True  # unknown, and what it receives is the caller's: it may be a training object
+        if relevance and fn is not None and self._receives_parameter(call, fn):
+            # Inside a function that is explored anyway: what it receives is the caller's, so it
+            # may be a training object. (Not a reason to explore a function: library code would
+            # make every function a root.)
+            return True
         if not self._is_event_name(name):
             return False
         if name not in _AMBIGUOUS:
@@ -217,7 +220,7 @@ class Interpreter:
                 if isinstance(sub, cst.Call):
                     callee = self._local_callee(sub, frame, parse=False)
                     cached = self._owner(callee).eventful(callee) if callee is not None else (
-                        self._may_event(sub, fn) or self._may_train_elsewhere(sub))
+                        self._may_event(sub, fn, relevance=True) or self._may_train_elsewhere(sub))
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
                 elif isinstance(sub, (cst.Assign, cst.AugAssign, cst.Expr)) and (
