@@ -184,7 +184,7 @@ class Interpreter:
                 if any(
                     (isinstance(node, cst.Assign) and _clears_grad(node)) or _rescales_grad(node)
                     or (isinstance(node, cst.For) and self._loaders_matter)
-                    for node in walk(fn.node)
+                    for node in self.model.subtree(fn.node)
                 ):
                     direct.add(id(fn.node))
         eventful = set(direct)
@@ -216,7 +216,7 @@ class Interpreter:
         if cached is None:
             cached = False
             fn = frame.function
-            for sub in walk(node):
+            for sub in self.model.subtree(node):
                 if isinstance(sub, cst.Call):
                     callee = self._local_callee(sub, frame, parse=False)
                     cached = self._owner(callee).eventful(callee) if callee is not None else (
@@ -423,7 +423,7 @@ class Interpreter:
             scopes = [stmt for stmt in self.model.module.body if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef))]
             scopes += [fn.node for fn in self.model.all_functions if self.eventful(fn)]
             for scope in scopes:
-                for node in walk(scope):
+                for node in self.model.subtree(scope):
                     if isinstance(node, cst.If):
                         key = self._cond_key(node.test)[0]
                         counts[key] = counts.get(key, 0) + 1
@@ -638,7 +638,7 @@ class Interpreter:
     def _built_in(self, loop) -> FrozenSet[str]:
         """Paths assigned a freshly constructed optimizer inside the loop body."""
         found = set()
-        for node in walk(loop.body):
+        for node in self.model.subtree(loop.body):
             if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
                 role = self.model.role_of_value(node.value)
                 if role is not None and role.kind == "optimizer":
@@ -708,7 +708,7 @@ class Interpreter:
             found: Set[str] = set()
             if isinstance(stmt, cst.For):
                 found |= _paths(stmt.target)
-            for node in walk(stmt.body):
+            for node in self.model.subtree(stmt.body):
                 if isinstance(node, cst.AssignTarget):
                     found |= _paths(node.target)
                 elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
@@ -934,11 +934,15 @@ def _partial_clears(model: ModuleModel) -> Set[int]:
     found: Set[int] = set()
     if ".grad" not in model.source:
         return found
-    for node in walk(model.module):
+    preorder = model.preorder
+    open_ifs: List[int] = []  # where the enclosing ``if`` statements' subtrees end
+    for at, node in enumerate(preorder.nodes):
+        while open_ifs and open_ifs[-1] <= at:
+            open_ifs.pop()
         if isinstance(node, cst.If):
-            for inner in walk(node):
-                if isinstance(inner, cst.Assign) and _clears_grad(inner):
-                    found.add(id(inner))
+            open_ifs.append(preorder.ends[at])
+        elif open_ifs and isinstance(node, cst.Assign) and _clears_grad(node):
+            found.add(id(node))
     return found
 
 
@@ -990,10 +994,10 @@ def _manages_sync(model: ModuleModel) -> bool:
     if "require_backward_grad_sync" not in source and "no_sync" not in source:
         return False
     with_items = set()
-    for node in walk(model.module):
+    for node in model.preorder.nodes:
         if isinstance(node, cst.With):
             with_items.update(id(item.item) for item in node.items)
-    for node in walk(model.module):
+    for node in model.preorder.nodes:
         if isinstance(node, cst.Attribute) and node.attr.value == "require_backward_grad_sync":
             return True
         if isinstance(node, cst.Attribute) and node.attr.value == "no_sync":

@@ -23,6 +23,7 @@ from .roles import (
     classify_constructor,
     role_from_annotation,
 )
+from .walk import Preorder
 
 Body = Sequence[cst.CSTNode]
 
@@ -67,6 +68,7 @@ class ModuleModel:
         self.roles = RoleTable()
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
         self._sites = None
+        self._preorder: Optional[Preorder] = None
         self.project = None  # the checked file's Project, when its imports can be followed
         self._infer_roles()
 
@@ -220,6 +222,17 @@ class ModuleModel:
         if local is None and self.project is not None:
             return self.project.method(self, class_name, method)
         return local
+
+    @property
+    def preorder(self) -> Preorder:
+        """The module's nodes in pre-order, listed once (see ``Preorder``)."""
+        if self._preorder is None:
+            self._preorder = Preorder(self.module)
+        return self._preorder
+
+    def subtree(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+        """``node`` and its descendants, sliced from the module's single walk."""
+        return self.preorder.subtree(node)
 
     def sites(self):
         """The module's call-site index, built once (a project module serves many checked files)."""
