@@ -11,6 +11,7 @@ import pytest
 from fixture_expectations import PROJECTS, expected_findings
 
 from trainlint.catalog import load_catalog
+from trainlint.config import find_config
 from trainlint.engine import Settings, check_paths
 
 ALL_RULES = frozenset(r.id for r in load_catalog().values() if not r.opt_in)
@@ -26,7 +27,8 @@ def _expected(project: Path):
 
 
 def _actual(project: Path, paths, cache=False):
-    report = check_paths([str(p) for p in paths], Settings(rules=ALL_RULES, cache=cache))
+    # a project's pyproject.toml may describe its own training APIs ([tool.trainlint.library])
+    report = check_paths([str(p) for p in paths], Settings(rules=ALL_RULES, config=find_config(project), cache=cache))
     assert not report.errors
     return {(Path(f.path).resolve().relative_to(project.resolve()).as_posix(), f.line, f.rule) for f in report.findings}
 

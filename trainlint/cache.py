@@ -33,11 +33,12 @@ def _catalog_fingerprint() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _code_fingerprint() -> str:
-    """Size and mtime of trainlint's own modules: an edited or reinstalled analyzer (a git checkout
-    between releases keeps the version) must not be answered from results of the old code."""
+    """Size and mtime of trainlint's own modules and library descriptions: an edited or reinstalled
+    analyzer (a git checkout between releases keeps the version) must not be answered from results
+    of the old code."""
     package = Path(__file__).resolve().parent
     stats = []
-    for module in sorted(package.rglob("*.py")):
+    for module in sorted([*package.rglob("*.py"), *package.rglob("*.toml")]):
         try:
             info = module.stat()
         except OSError:
@@ -46,9 +47,11 @@ def _code_fingerprint() -> str:
     return hashlib.sha256("\n".join(stats).encode()).hexdigest()
 
 
-def key(data: bytes, kind: str, rules: frozenset, severity: dict) -> str:
+def key(data: bytes, kind: str, rules: frozenset, severity: dict, library: str = "") -> str:
+    """``library``: the digest of the library descriptions in force (a project's own included)."""
     digest = hashlib.sha256()
-    for part in (f"v{FORMAT}", __version__, _code_fingerprint(), _catalog_fingerprint(), kind, ",".join(sorted(rules)), json.dumps(severity, sort_keys=True)):
+    for part in (f"v{FORMAT}", __version__, _code_fingerprint(), _catalog_fingerprint(), kind, ",".join(sorted(rules)),
+                 json.dumps(severity, sort_keys=True), library):
         digest.update(part.encode())
         digest.update(b"\0")
     digest.update(data)

@@ -14,7 +14,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - older interpreters only
     import tomli as tomllib
 
-KEYS = ("select", "ignore", "exclude", "per-file-ignores", "severity")
+KEYS = ("select", "ignore", "exclude", "per-file-ignores", "severity", "library")
 
 
 class ConfigError(ValueError):
@@ -29,6 +29,8 @@ class Config:
     exclude: List[str] = field(default_factory=list)
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
     severity: Dict[str, str] = field(default_factory=dict)  # rule id -> severity
+    # The project's own training APIs, described like trainlint/libraries/*.toml
+    library: Dict[str, list] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -137,7 +139,20 @@ def _parse(path: Path, table) -> Config:
         exclude=_string_list(path, "exclude", table.get("exclude", [])),
         per_file_ignores={glob: _selectors(path, f"per-file-ignores.{glob}", v) for glob, v in per_file.items()},
         severity=_severities(path, _table(path, "severity", table.get("severity", {}), "rule = severity")),
+        library=_library(path, table.get("library", {})),
     )
+
+
+def _library(path: Path, value) -> Dict[str, list]:
+    """``[tool.trainlint.library]``: checked now, so a mistake is a config error, not a crash later."""
+    from .static.library import LibraryError, build, shipped_tables  # static engine: loaded on use
+
+    table = _table(path, "library", value, "objects / methods / functions / returns")
+    try:
+        build(shipped_tables() + [(f"{path}: [tool.trainlint.library]", table)])
+    except (LibraryError, KeyError, TypeError) as exc:
+        raise ConfigError(str(exc) if isinstance(exc, LibraryError) else f"{path}: [tool.trainlint.library]: {exc!r}") from None
+    return table
 
 
 def split_selectors(values: Iterable[str]) -> List[str]:

@@ -17,6 +17,7 @@ from .config import Config, ignored_for
 from .files import SourceError, decode_source, discover, read_bytes
 from .findings import FileError, Finding
 from .notebooks import load_notebook
+from .static import library
 from .static.analyzer import AnalysisError, plain_position, analyze_results
 from .static.project import Project
 from .suppression import Suppressions, parse_suppressions
@@ -149,8 +150,9 @@ def check_file(path: Path, settings: Settings) -> Tuple[List[Finding], List[File
     shown = display_path(path)
     try:
         data = read_bytes(path)
+        described = library.activate(settings.config.library)  # the shipped descriptions and the project's
         store: Optional[Cache] = Cache(cache_dir(settings.config.root)) if settings.cache else None
-        digest = key(data, path.suffix, rules_for(path, settings), settings.config.severity) if store else ""
+        digest = key(data, path.suffix, rules_for(path, settings), settings.config.severity, described.digest) if store else ""
         cached = store.get(digest, shown) if store else None
         if cached is not None:
             return cached

@@ -12,6 +12,7 @@ from .. import checker
 from ..catalog import load_catalog
 from ..checker import Violation
 from ..events import Event
+from . import library
 from .extract import Extractor, Frame
 from .flow import Interpreter
 from .module import ModuleModel
@@ -39,7 +40,8 @@ def could_fire(source: str, rules: AbstractSet[str]) -> bool:
             continue
         if not rule.triggers or any(trigger in source for trigger in rule.triggers):
             return True
-    return False
+    # a described library call (trainlint/libraries, [tool.trainlint.library]) may be any event
+    return bool(rules & FLOW_RULES) and library.current().mentioned(source)
 
 
 def parse(source: str) -> cst.Module:

@@ -21,15 +21,19 @@ import libcst as cst
 from ..events import EVERYTHING, FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
 from .module import Function, ModuleModel
 from .names import dotted
-from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, classify_constructor
+from .roles import (
+    ACCELERATOR, ENGINE, FABRIC, LOADER, LOSS_FN, LOSS_SCALER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED,
+    classify_constructor,
+)
 from .walk import children
 
 if TYPE_CHECKING:  # pragma: no cover
     from .extract import Extractor, Frame
 
 # Roles whose objects an unknown call could use to backpropagate, step, clip or zero gradients.
-_GRAD_ROLES = frozenset({OPTIMIZER, SCALER, ENGINE, ACCELERATOR, PIPELINE, SCHEDULER, WRAPPED})
+_GRAD_ROLES = frozenset({OPTIMIZER, SCALER, ENGINE, ACCELERATOR, PIPELINE, SCHEDULER, WRAPPED, FABRIC, LOSS_SCALER})
 _DATA_ROLES = frozenset({LOADER, SAMPLER})
+_OTHER_ROLES = frozenset({LOSS_FN})
 
 # Methods of role objects that are known not to produce training events (the ones that do are
 # recognised by the extractor). Anything else called on such an object is unknown.
@@ -139,7 +143,8 @@ class Evidence:
     def _classify(self, path: str, reach: Set[str], families: Set[str]) -> None:
         roles = self.model.roles
         role = self.extractor.role(path)
-        if role is not None and role.kind in _GRAD_ROLES:
+        if role is not None and (role.kind in _GRAD_ROLES or role.kind not in _DATA_ROLES | _OTHER_ROLES):
+            # a project's own kind of object (described in [tool.trainlint.library]) may act on gradients
             families.add(FAMILY_GRADS)
             reach.add(path)
         if role is not None and role.kind in _DATA_ROLES:
@@ -173,9 +178,9 @@ class Evidence:
         callee = self.local_callee(call, frame)
         if callee is not None:
             return self.summary(callee) if callee.owner in (None, self.model) else self.foreign_summary(callee)
-        event = self.extractor.call_event(call, frame)
-        if event is not None:
-            return frozenset({event.kind})
+        events = self.extractor.call_events(call, frame)
+        if events:
+            return frozenset(event.kind for event in events)
         opaque = self.opaque(call, frame)
         if opaque is not None and FAMILY_GRADS in opaque.families:
             return frozenset({EventKind.OPAQUE})

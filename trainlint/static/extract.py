@@ -12,23 +12,32 @@ from typing import Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from ..events import ALL_FAMILIES, CADENCE_EPOCH, CADENCE_METRIC, EVERYTHING, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind
+from ..events import (
+    ALL_FAMILIES, CADENCE_EPOCH, CADENCE_METRIC, EVERYTHING, FAMILY_GRADS, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind,
+)
+from . import library
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import dotted
 from .walk import walk
-from .roles import ACCELERATOR, ENGINE, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
+from .roles import ACCELERATOR, ENGINE, FABRIC, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
 
 _OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
 _SCHED_NAME = re.compile(r"scheduler|(^|_)sched($|_)", re.IGNORECASE)
 _BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)  # forward_backward_step, fwd_bwd_fn
 _PIPELINE_NAME = re.compile(r"(^|_)pp_|pipeline|pp_schedule", re.IGNORECASE)
 _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
-_ENGINE_NAME = re.compile(r"accelerator|engine", re.IGNORECASE)
-_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "dispatch_clip_grad", "clip_gradients"}
+_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
 _ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "islice", "zip", "skip_first_batches", "trange", "prefetch"}
 _LABEL_MAX = 48
-_ENGINE_METHODS = {"manual_backward", "register_full_backward_hook", "register_backward_hook", "register_full_backward_pre_hook"}
+_HOOK_METHODS = {"register_full_backward_hook", "register_backward_hook", "register_full_backward_pre_hook"}
+# Receivers no assignment explains, named as these objects conventionally are: their library
+# methods (trainlint/libraries) apply.
+_CONVENTIONAL_KINDS = (
+    (ACCELERATOR, re.compile(r"accelerator")),
+    (ENGINE, re.compile(r"engine")),
+    (FABRIC, re.compile(r"^fabric$")),
+)
 _FLUENT = {"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "eval", "requires_grad_", "to_empty"}
 
 
@@ -127,7 +136,73 @@ class Extractor:
         return bool(path) and bool(name_re.search(_last(path)))
 
     # ----------------------------------------------------------------- calls
-    def call_event(self, call: cst.Call, frame: Frame) -> Optional[Event]:
+    def call_events(self, call: cst.Call, frame: Frame) -> Tuple[Event, ...]:
+        """The events a call produces, in order: a library call may produce several (timm's
+        ``loss_scaler(loss, optimizer)`` is a scaled backward, an unscale and a step)."""
+        effects = self._library_effects(call, frame)
+        if effects is not None:
+            return effects
+        event = self._call_event(call, frame)
+        return (event,) if event is not None else ()
+
+    def _library_effects(self, call: cst.Call, frame: Frame) -> Optional[Tuple[Event, ...]]:
+        described = library.current()
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            receiver = frame.resolve(func.value)
+            effects = described.method(self._kind(receiver), func.attr.value)
+        else:
+            receiver = frame.resolve(func)
+            role = self.role(receiver)
+            effects = described.method(role.kind, "__call__") if role is not None else described.function(
+                self.model.imports.qualify(func), _last(dotted(func)))
+        if effects is None:
+            return None
+        return tuple(event for effect in effects for event in self._effect_events(call, effect, receiver, frame))
+
+    def _kind(self, receiver: Optional[str]) -> Optional[str]:
+        """The role of a receiver, or the one its name conventionally has (``accelerator``,
+        ``model_engine``, ``fabric``) when no assignment explains it."""
+        role = self.role(receiver)
+        if role is not None:
+            return role.kind
+        last = _last(receiver).lower()
+        for kind, pattern in _CONVENTIONAL_KINDS:
+            if pattern.search(last):
+                return kind
+        return None
+
+    def _effect_events(self, call: cst.Call, effect: library.Effect, receiver: Optional[str], frame: Frame) -> Tuple[Event, ...]:
+        happens = _given(call, effect)
+        if happens is False:
+            return ()
+        argument = _argument(call, effect.argument)
+        optimizer = receiver if effect.optimizer == "receiver" else frame.resolve(argument) if effect.optimizer == "argument" else None
+        if happens is None and effect.event in (EventKind.CLIP, EventKind.UNSCALE, EventKind.SCALER_UPDATE):
+            # a library call orders its own clip, unscale and scale update; whether it does them
+            # changes no invariant the rules check from outside, so "maybe" is left out
+            return ()
+        if happens is None:
+            # the call may or may not step (``update_grad=accumulating``): unknown, the rules abstain
+            reach = tuple(sorted({path for path in (receiver, optimizer) if path} or {EVERYTHING}))
+            return (self._event(call, kind=EventKind.OPAQUE, families=frozenset({FAMILY_GRADS}), reach=reach,
+                                label=f"{_label(self.model, call)} ({effect.event.value}?)"),)
+        if effect.event == EventKind.BACKWARD:
+            if effect.loss == "divided" or argument is None:
+                return (self._event(call, kind=EventKind.BACKWARD, scaled=effect.scaled,
+                                    loss=LOSS_DIVIDED if effect.loss == "divided" else LOSS_UNKNOWN),)
+            return (self._backward(call, argument, frame, scaled=effect.scaled),)
+        if effect.event == EventKind.OPTIMIZER_STEP:
+            return (self._optimizer_step(call, optimizer, frame, via_scaler=effect.scaled, manages_grads=effect.manages_grads),)
+        if effect.event == EventKind.UNSCALE:
+            return (self._event(call, kind=EventKind.UNSCALE, target=receiver, optimizer=optimizer),)
+        if effect.event == EventKind.ZERO_GRAD:
+            return (self._event(call, kind=EventKind.ZERO_GRAD, target=optimizer),)
+        if effect.event == EventKind.SCALER_UPDATE:
+            return (self._event(call, kind=EventKind.SCALER_UPDATE, target=receiver),)
+        return (self._event(call, kind=effect.event),)
+
+    def _call_event(self, call: cst.Call, frame: Frame) -> Optional[Event]:
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
@@ -154,16 +229,9 @@ class Extractor:
                 # scaler.scale(loss).backward(), or scaled = scaler.scale(loss); scaled.backward()
                 scaled_loss = scaling.args[0].value if scaling.args else scaling
                 return self._backward(call, scaled_loss, frame, scaled=True)
-            if self._is(receiver, ACCELERATOR, _ENGINE_NAME) or self._is(receiver, ENGINE, _ENGINE_NAME):
-                # Accelerate / DeepSpeed divide by the accumulation steps themselves.
-                return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_DIVIDED)
-            if call.args and call.args[0].keyword is None and _last(receiver) in ("fabric", "self"):
-                return self._backward(call, call.args[0].value, frame)
             return self._backward(call, receiver_node, frame)
-        if _BACKWARD_NAME.search(method) and method not in _ENGINE_METHODS:
+        if _BACKWARD_NAME.search(method) and method not in _HOOK_METHODS:
             return self.unknown(call)
-        if method == "manual_backward" and call.args:
-            return self._backward(call, call.args[0].value, frame)
         if method == "zero_grad":
             if (receiver or "").split(".", 1)[0] in frame.loop_vars:
                 # ``for opt in optimizers: opt.zero_grad()``: any of them, so it matches every step.
@@ -263,8 +331,6 @@ class Extractor:
                 kind = OPTIMIZER
         if kind == SCALER and call.args:
             return self._optimizer_step(call, frame.resolve(call.args[0].value), frame, via_scaler=True)
-        if kind == ENGINE:
-            return self._optimizer_step(call, receiver, frame, manages_grads=True)
         if kind == OPTIMIZER:
             closure = any(a.keyword is None or a.keyword.value == "closure" for a in call.args)
             return self._optimizer_step(call, receiver, frame, manages_grads=closure)
@@ -339,3 +405,34 @@ class Extractor:
         label = f"for ... in {loader}" if isinstance(node, cst.For) else f"iter({loader})"
         return self._event(node, kind=EventKind.LOADER_ITER, target=loader, sampler=role.sampler, shuffle=shuffle, label=label)
 
+
+def _given(call: cst.Call, effect: library.Effect) -> Optional[bool]:
+    """Does the call do this effect? None when it depends on a keyword whose value is not a literal."""
+    keyword = effect.only_if_given or effect.unless_false
+    if keyword is None:
+        return True
+    passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+    if passed is None:
+        return effect.unless_false is not None  # left at its default: done unless it must be given
+    if isinstance(passed, cst.Name) and passed.value in _CONSTANTS:
+        value = _CONSTANTS[passed.value]
+    elif isinstance(passed, (cst.Integer, cst.Float, cst.SimpleString)):
+        value = True
+    else:
+        return None
+    return value is not False if effect.unless_false else value not in (None, False)
+
+
+_CONSTANTS = {"None": None, "False": False, "True": True}
+
+
+def _argument(call: cst.Call, where: Optional[library.Argument]) -> Optional[cst.BaseExpression]:
+    """The argument a library description points at (by keyword, else by position)."""
+    if where is None:
+        return None
+    if where.keyword is not None:
+        by_name = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == where.keyword), None)
+        if by_name is not None:
+            return by_name
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return positional[where.position] if where.position is not None and where.position < len(positional) else None

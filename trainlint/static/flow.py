@@ -151,7 +151,7 @@ class Interpreter:
             return False
         if name not in _AMBIGUOUS:
             return True
-        if self.extractor.call_event(call, Frame(fn, cls=fn.cls if fn else None)) is not None:
+        if self.extractor.call_events(call, Frame(fn, cls=fn.cls if fn else None)):
             return True
         receiver = dotted(func.value) if isinstance(func, cst.Attribute) else None
         return fn is not None and receiver is not None and receiver.split(".", 1)[0] in fn.params
@@ -361,10 +361,9 @@ class Interpreter:
             if callee is not None:
                 states = self._inline(callee, call, states, frame)
                 continue
-            event = self.extractor.call_event(call, frame)
-            if event is None:
-                event = self.evidence.opaque(call, frame)
-            states = self._feed(states, event)
+            events = self.extractor.call_events(call, frame)
+            for event in events or (self.evidence.opaque(call, frame),):
+                states = self._feed(states, event)
         return states
 
     # ----------------------------------------------------------------- branches
@@ -497,7 +496,7 @@ class Interpreter:
     def _micro_loop(self, stmt: cst.CSTNode, frame: Frame) -> Optional[str]:
         if not isinstance(stmt, (cst.For, cst.While)) or not self._calls_named(stmt.body, "backward"):
             return None
-        kinds = {getattr(self.extractor.call_event(call, frame), "kind", None) for call in self.calls(stmt.body)}
+        kinds = {event.kind for call in self.calls(stmt.body) for event in self.extractor.call_events(call, frame)}
         if EventKind.BACKWARD not in kinds or EventKind.OPTIMIZER_STEP in kinds:
             return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
@@ -697,8 +696,7 @@ class Interpreter:
         calls = self.calls(stmt.body)
         if any(self._local_callee(call, frame) is not None for call in calls):
             return False
-        kinds = {getattr(self.extractor.call_event(call, frame), "kind", None) for call in calls}
-        kinds.discard(None)
+        kinds = {event.kind for call in calls for event in self.extractor.call_events(call, frame)}
         return kinds == {EventKind.SCHEDULER_STEP}
 
     def _assigned_in(self, stmt) -> FrozenSet[str]:

@@ -14,15 +14,14 @@ import libcst as cst
 
 from .names import ImportMap, dotted
 from .roles import (
-    ENGINE,
     LOADER,
-    OPTIMIZER,
     SAMPLER,
     Role,
     RoleTable,
     classify_constructor,
     role_from_annotation,
 )
+from . import library
 from .walk import Preorder
 
 Body = Sequence[cst.CSTNode]
@@ -177,9 +176,14 @@ class ModuleModel:
             # ``epoch_iterator = tqdm(train_dataloader)``: iterating it is a pass over the loader.
             role = self.role_of_value(value.args[0].value, depth)
             return role if role is not None and role.kind == LOADER else None
-        if method == "prepare" and len(value.args) == 1:
-            # accelerator.prepare(x) returns x prepared: same role.
-            return self.role_of_value(value.args[0].value, depth)
+        returned = self._returns_given(value)
+        if returned is not None:
+            roles = returned.for_count(1)
+            if roles is not None:  # ``opt = self.optimizers()``
+                return Role(roles[0]) if roles[0] is not None else None
+            if len(value.args) == 1 and value.args[0].keyword is None:
+                # accelerator.prepare(x) returns x prepared: same role.
+                return self.role_of_value(value.args[0].value, depth)
         helper = self.functions.get(func_path)
         if helper is not None and depth < 2:
             for ret in helper.returns:
@@ -198,16 +202,25 @@ class ModuleModel:
                         break
         return role
 
+    def _returns_given(self, call: cst.Call) -> Optional[library.Returned]:
+        """What the call hands back, when the library descriptions say it hands back objects."""
+        func_path = dotted(call.func) or ""
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+        receiver_role = self.roles.get(dotted(receiver)) if receiver is not None else None
+        qualified = self.imports.qualify(call.func) or (func_path if "." in func_path else None)
+        return library.current().returns_given(qualified, func_path.rsplit(".", 1)[-1], receiver_role.kind if receiver_role else None)
+
     def _roles_of_tuple(self, value: cst.BaseExpression, count: int) -> List[Optional[Role]]:
         if isinstance(value, (cst.Tuple, cst.List)):
             return [self.role_of_value(e.value) for e in value.elements]
         if isinstance(value, cst.Call):
-            func_path = dotted(value.func) or ""
-            method = func_path.rsplit(".", 1)[-1]
-            if method == "initialize" and "deepspeed" in (self.imports.qualify(value.func) or func_path):
-                return [Role(ENGINE), Role(OPTIMIZER)] + [None] * (count - 2)
-            if method in ("prepare", "initialize", "setup"):
-                # accelerator.prepare / amp.initialize / fabric.setup return their arguments in order.
+            returned = self._returns_given(value)
+            if returned is not None:
+                # accelerator.prepare / amp.initialize / fabric.setup return their arguments in order;
+                # deepspeed.initialize returns an engine and an optimizer (library descriptions).
+                roles = returned.for_count(count)
+                if roles is not None:
+                    return [Role(role) if role is not None else None for role in roles]
                 return [self.role_of_value(a.value) for a in value.args if a.keyword is None]
             helper = self.functions.get(dotted(value.func) or "")
             if helper is not None:

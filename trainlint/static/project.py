@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
+from . import library
 from .module import Function, ModuleModel
 
 MAX_MODULE_BYTES = 2_000_000  # larger files are generated code, not training loops
@@ -56,6 +57,12 @@ def _keep(path: Path, stamp: Tuple[int, int], model: Optional[ModuleModel]) -> N
     _PARSED.move_to_end(path)
     while len(_PARSED) > MAX_PARSED:
         _PARSED.popitem(last=False)
+
+
+def forget_parsed() -> None:
+    """Drop every kept model (their roles were read under other library descriptions)."""
+    _PARSED.clear()
+    _TEXT_CHECKED.clear()
 
 
 def remember_checked(model: ModuleModel) -> None:
@@ -162,7 +169,8 @@ def _has_event_text(path: Path) -> bool:
     known = _TEXT_CHECKED.get(path)
     if known is None:
         try:
-            known = bool(_EVENT_TEXT.search(path.read_text(encoding="utf-8", errors="replace")))
+            text = path.read_text(encoding="utf-8", errors="replace")
+            known = bool(_EVENT_TEXT.search(text)) or library.current().mentioned(text)
         except OSError:
             known = False
         _TEXT_CHECKED[path] = known

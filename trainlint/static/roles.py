@@ -7,7 +7,6 @@ for receivers no assignment explains.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Dict, Optional
 
@@ -15,6 +14,8 @@ import libcst as cst
 
 from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC
 from .calls import arg, kwarg, literal_bool, literal_str
+from . import library
+from .library import Argument
 from .names import ImportMap, dotted
 from .walk import walk
 
@@ -28,6 +29,8 @@ LOSS_FN = "loss_fn"
 WRAPPED = "wrapped_model"
 PIPELINE = "pipeline_schedule"  # torch.distributed.pipelining: step() runs forward and backward
 ENGINE = "engine"  # DeepSpeed engines: backward() scales for accumulation, step() steps the optimizer
+FABRIC = "fabric"  # Lightning Fabric: backward(loss), setup(model, optimizer)
+LOSS_SCALER = "loss_scaler"  # called with (loss, optimizer): scaled backward, then the step (timm)
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,6 @@ _LOSS_CLASSES = {
     "MultiMarginLoss", "MultiLabelMarginLoss",
 }
 _WRAPPERS = {"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel", "fully_shard", "DDP", "FSDP"}
-_OPTIMIZER_MODULES = ("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "torch_optimizer.")
-_OPTIMIZER_FACTORIES = {"create_optimizer_v2", "create_optimizer"}
-_HF_SCHEDULE = re.compile(r"^get_(\w+_)?schedule(_with_warmup)?$|^get_scheduler$")
 
 
 def params_owner(node: Optional[cst.CSTNode]) -> Optional[str]:
@@ -132,11 +132,6 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
         elif last in ("StepLR", "MultiStepLR") and _counts_iterations(arg(call, 1, "step_size" if last == "StepLR" else "milestones")):
             cadence = None
         return Role(SCHEDULER, cadence=cadence, optimizer=dotted(arg(call, 0, "optimizer") or cst.Name("_")))
-    if _HF_SCHEDULE.match(last) and (not resolved or qualified.startswith(("transformers", "diffusers"))):
-        return Role(SCHEDULER, cadence=CADENCE_BATCH, optimizer=dotted(arg(call, 1 if last == "get_scheduler" else 0, "optimizer") or cst.Name("_")))
-    if qualified.startswith("timm.scheduler"):
-        # timm schedulers are stepped with an explicit epoch/update index: ordering is explicit.
-        return Role(SCHEDULER, cadence=CADENCE_METRIC)
     if last in _SCALERS and (not resolved or qualified.startswith("torch")):
         return Role(SCALER)
     if last == "DistributedSampler" and (not resolved or qualified.startswith("torch")):
@@ -147,8 +142,6 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
     if last == "DataLoader" and (not resolved or qualified.startswith("torch")):
         sampler = kwarg(call, "sampler")
         return Role(LOADER, sampler=dotted(sampler.value) if sampler is not None else None)
-    if last == "Accelerator" and (not resolved or qualified.startswith("accelerate")):
-        return Role(ACCELERATOR)
     if last in _LOSS_CLASSES and (not resolved or qualified.startswith("torch")):
         reduction = kwarg(call, "reduction")
         return Role(LOSS_FN, reduction=literal_str(reduction.value) if reduction is not None else "mean")
@@ -156,17 +149,25 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
         return Role(WRAPPED)
     if last.startswith("Schedule") and qualified.startswith("torch.distributed.pipelining"):
         return Role(PIPELINE)
-    optimizer = Role(OPTIMIZER, module=params_owner(arg(call, 0, "params")))
-    if resolved and (qualified.startswith(_OPTIMIZER_MODULES) and last[:1].isupper() and "lr_scheduler" not in qualified):
-        if last not in ("Optimizer",):
-            return optimizer
-    if last in ("AdamW", "Adafactor") and qualified.startswith("transformers"):
-        return optimizer
-    if last in _OPTIMIZER_FACTORIES and (not resolved or qualified.startswith("timm")):
-        return Role(OPTIMIZER, module=params_owner(arg(call, 0, "model")))
-    if last == "ZeroRedundancyOptimizer":
-        return optimizer
-    return None
+    if (qualified.startswith("torch.optim.") and last[:1].isupper() and "lr_scheduler" not in qualified
+            and last != "Optimizer") or last == "ZeroRedundancyOptimizer":
+        return Role(OPTIMIZER, module=params_owner(arg(call, 0, "params")))
+    return _library_role(call, qualified, last)
+
+
+def _library_role(call: cst.Call, qualified: str, last: str) -> Optional[Role]:
+    """A third-party constructor, as the library descriptions tell (see library.py)."""
+    built = library.current().constructed(qualified or None, last)
+    if built is None:
+        return None
+    if built.role == OPTIMIZER:
+        where = built.params or Argument(0, "params")
+        return Role(OPTIMIZER, module=params_owner(arg(call, where.position or 0, where.keyword or "params")))
+    if built.role == SCHEDULER:
+        where = built.optimizer or Argument(0, "optimizer")
+        optimizer = arg(call, where.position or 0, where.keyword or "optimizer")
+        return Role(SCHEDULER, cadence=built.cadence, optimizer=dotted(optimizer or cst.Name("_")))
+    return Role(built.role)
 
 
 _ANNOTATION_ROLES = {

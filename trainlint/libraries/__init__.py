@@ -1,0 +1,1 @@
+"""Library models: what third-party training APIs do, as data (see README.md)."""

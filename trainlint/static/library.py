@@ -1,0 +1,293 @@
+"""Third-party training APIs as data: the tables of ``trainlint/libraries/*.toml`` plus a project's
+``[tool.trainlint.library]``, loaded into one ``Library`` that the engine asks what a constructor
+builds, what a method or function call does, and which calls hand back the objects they are given.
+
+The engine never names a library in code; what Accelerate's ``backward`` or timm's ``NativeScaler``
+does is written in those files (see ``trainlint/libraries/README.md`` for the keys).
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - exercised on Python < 3.11
+    import tomli as tomllib
+
+from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, EventKind
+
+_SHIPPED = Path(__file__).resolve().parent.parent / "libraries"
+ROLES = frozenset({
+    "optimizer", "scheduler", "scaler", "loss_scaler", "accelerator", "engine", "fabric",
+    "pipeline_schedule", "loader", "wrapped_model",
+})
+_ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_CADENCES = {"batch": CADENCE_BATCH, "epoch": CADENCE_EPOCH, "metric": CADENCE_METRIC}
+_EVENTS = {kind.value: kind for kind in (
+    EventKind.BACKWARD, EventKind.UNSCALE, EventKind.CLIP, EventKind.OPTIMIZER_STEP, EventKind.SCALER_UPDATE,
+    EventKind.ZERO_GRAD,
+)}
+
+
+class LibraryError(ValueError):
+    """A library description is malformed; the message names its source and the entry."""
+
+
+@dataclass(frozen=True)
+class Argument:
+    """Where a call passes a value: by position or by keyword."""
+
+    position: Optional[int] = None
+    keyword: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One event a library call produces."""
+
+    event: EventKind
+    loss: Optional[str] = None  # backward: "divided" | "argument"
+    argument: Optional[Argument] = None  # the loss (backward) or the optimizer (optimizer_step)
+    scaled: bool = False
+    optimizer: Optional[str] = None  # optimizer_step: "receiver" | "argument"
+    manages_grads: bool = False
+    only_if_given: Optional[str] = None
+    unless_false: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Constructed:
+    """What a constructor call builds."""
+
+    role: str
+    cadence: Optional[str] = None
+    optimizer: Optional[Argument] = None
+    params: Optional[Argument] = None
+
+
+@dataclass(frozen=True)
+class _Names:
+    """Qualified names, the last part a glob. ``accelerate.Accelerator`` also matches
+    ``accelerate.accelerator.Accelerator`` (a re-export inside the same package)."""
+
+    patterns: Tuple[Tuple[str, str], ...]  # (module, name glob)
+    bare: bool
+
+    def match(self, qualified: Optional[str], name: str) -> bool:
+        if not qualified:
+            return self.bare and any(fnmatch.fnmatchcase(name, glob) for _, glob in self.patterns)
+        module, _, last = qualified.rpartition(".")
+        return any(
+            fnmatch.fnmatchcase(last, glob) and (module == spec or module.startswith(spec + "."))
+            for spec, glob in self.patterns
+        )
+
+
+@dataclass(frozen=True)
+class Returned:
+    """What a call hands back: the objects it was given (``roles`` and ``each`` None), objects of
+    these roles in order, or any number of objects of one role (``each``)."""
+
+    roles: Optional[Tuple[str, ...]] = None
+    each: Optional[str] = None
+
+    def for_count(self, count: int) -> Optional[List[Optional[str]]]:
+        """Roles of a tuple of ``count`` targets; None: the call's own arguments."""
+        if self.each is not None:
+            return [self.each] * count
+        if self.roles is None:
+            return None
+        return list(self.roles[:count]) + [None] * (count - len(self.roles))
+
+
+@dataclass
+class Library:
+    objects: List[Tuple[_Names, Constructed]]
+    methods: Dict[Tuple[Optional[str], str], Tuple[Effect, ...]]
+    functions: List[Tuple[_Names, Tuple[Effect, ...]]]
+    returning_methods: Dict[str, Tuple[Optional[str], Returned]]  # name -> (receiver role, what it returns)
+    returning_calls: List[Tuple[_Names, Returned]]
+    digest: str  # identifies the descriptions (cache entries depend on them)
+    mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
+
+    def mentioned(self, source: str) -> bool:
+        """Could a described call be in this source? (A cheap test before parsing.)"""
+        return self.mentions.search(source) is not None
+
+    def constructed(self, qualified: Optional[str], name: str) -> Optional[Constructed]:
+        for names, built in self.objects:
+            if names.match(qualified, name):
+                return built
+        return None
+
+    def method(self, role: Optional[str], name: str) -> Optional[Tuple[Effect, ...]]:
+        """Effects of ``receiver.name(...)`` for a receiver of this role; an entry without a role
+        applies to receivers of any role."""
+        found = self.methods.get((role, name)) if role is not None else None
+        return found if found is not None else self.methods.get((None, name))
+
+    def function(self, qualified: Optional[str], name: str) -> Optional[Tuple[Effect, ...]]:
+        for names, effects in self.functions:
+            if names.match(qualified, name):
+                return effects
+        return None
+
+    def returns_given(self, qualified: Optional[str], name: str, receiver_role: Optional[str]) -> Optional[Returned]:
+        """What the call hands back, when the descriptions say it hands back objects."""
+        for names, returned in self.returning_calls:
+            if qualified and names.match(qualified, name):
+                return returned
+        entry = self.returning_methods.get(name)
+        if entry is not None and (entry[0] is None or receiver_role in (None, entry[0])):
+            return entry[1]
+        return None
+
+
+def _argument(source: str, value: Any) -> Optional[Argument]:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not set(value) <= {"position", "keyword"}:
+        raise LibraryError(f"{source}: an argument is {{ position = N, keyword = \"name\" }}, got {value!r}")
+    return Argument(value.get("position"), value.get("keyword"))
+
+
+def _names(source: str, entry: Mapping[str, Any]) -> _Names:
+    calls = entry.get("calls")
+    if not isinstance(calls, list) or not calls or not all(isinstance(c, str) and "." in c for c in calls):
+        raise LibraryError(f"{source}: calls must be a list of qualified names (module.name), got {calls!r}")
+    return _Names(tuple(tuple(c.rsplit(".", 1)) for c in calls), bool(entry.get("bare", False)))
+
+
+def _role(source: str, value: Any) -> str:
+    """One of the engine's roles, or a project's own kind of object (its methods described too)."""
+    if not isinstance(value, str) or not _ROLE_NAME.match(value):
+        raise LibraryError(f"{source}: a role is a lowercase name ({', '.join(sorted(ROLES))}, or your own), got {value!r}")
+    return value
+
+
+def _effects(source: str, values: Any) -> Tuple[Effect, ...]:
+    if not isinstance(values, list) or not values:
+        raise LibraryError(f"{source}: effects must be a non-empty list of tables")
+    effects = []
+    for value in values:
+        if not isinstance(value, dict) or value.get("event") not in _EVENTS:
+            raise LibraryError(f"{source}: an effect needs event = one of {', '.join(sorted(_EVENTS))}, got {value!r}")
+        unknown = set(value) - {"event", "loss", "argument", "scaled", "optimizer", "manages_grads", "only_if_given", "unless_false"}
+        if unknown:
+            raise LibraryError(f"{source}: unknown effect keys {sorted(unknown)}")
+        if value.get("loss") not in (None, "divided", "argument") or value.get("optimizer") not in (None, "receiver", "argument"):
+            raise LibraryError(f"{source}: loss is \"divided\" or \"argument\"; optimizer is \"receiver\" or \"argument\"")
+        effects.append(Effect(
+            event=_EVENTS[value["event"]],
+            loss=value.get("loss"),
+            argument=_argument(source, value.get("argument")),
+            scaled=bool(value.get("scaled", False)),
+            optimizer=value.get("optimizer"),
+            manages_grads=bool(value.get("manages_grads", False)),
+            only_if_given=value.get("only_if_given"),
+            unless_false=value.get("unless_false"),
+        ))
+    return tuple(effects)
+
+
+def _method_names(source: str, entry: Mapping[str, Any]) -> List[str]:
+    names = entry.get("names")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise LibraryError(f"{source}: names must be a non-empty list of method names")
+    return names
+
+
+def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
+    """One Library from ``(source, table)`` pairs; a later table (the project's) takes precedence."""
+    library = Library([], {}, [], {}, [], "")
+    fingerprint = []
+    for source, table in tables:
+        fingerprint.append(table)
+        unknown = set(table) - {"objects", "methods", "functions", "returns"}
+        if unknown:
+            raise LibraryError(f"{source}: unknown tables {sorted(unknown)} (objects, methods, functions, returns)")
+        # the first matching entry wins: a later table's entries go in front
+        library.objects[:0] = [(_names(source, entry), Constructed(
+            role=_role(source, entry.get("role")),
+            cadence=_CADENCES.get(entry.get("cadence", "")),
+            optimizer=_argument(source, entry.get("optimizer")),
+            params=_argument(source, entry.get("params")),
+        )) for entry in table.get("objects", [])]
+        library.functions[:0] = [
+            (_names(source, entry), _effects(source, entry.get("effects"))) for entry in table.get("functions", [])
+        ]
+        for entry in table.get("methods", []):
+            role = _role(source, entry["role"]) if "role" in entry else None
+            effects = _effects(source, entry.get("effects"))
+            for name in _method_names(source, entry):
+                library.methods[(role, name)] = effects
+        for entry in table.get("returns", []):
+            returned = Returned(
+                roles=tuple(_role(source, r) for r in entry["roles"]) if "roles" in entry else None,
+                each=_role(source, entry["each"]) if "each" in entry else None,
+            )
+            if "calls" in entry:
+                library.returning_calls.insert(0, (_names(source, entry), returned))
+            else:
+                role = _role(source, entry["role"]) if "role" in entry else None
+                for name in _method_names(source, entry):
+                    library.returning_methods[name] = (role, returned)
+    library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    library.mentions = _mentions(library)
+    return library
+
+
+def _mentions(library: Library) -> "re.Pattern[str]":
+    """The words a source must contain for a description to apply: the package of every described
+    call (it is imported from there), the literal part of bare names, and the methods described
+    for receivers of any role."""
+    words = set()
+    named = [names for names, _ in library.objects] + [names for names, _ in library.functions]
+    named += [names for names, _ in library.returning_calls]
+    for names in named:
+        for module, glob in names.patterns:
+            words.add(re.escape(module.split(".", 1)[0]))
+            if names.bare:  # the glob as a pattern over identifier characters
+                words.add("".join(r"\w*" if c == "*" else r"\w" if c == "?" else c if c in "[]-" else re.escape(c) for c in glob))
+    words.update(re.escape(f"{name}(") for (role, name) in library.methods if role is None)
+    words.update(re.escape(f"{name}(") for name, (role, _) in library.returning_methods.items() if role is None)
+    return re.compile("|".join(sorted(words)))
+
+
+def shipped_tables() -> List[Tuple[str, Mapping[str, Any]]]:
+    tables = []
+    for path in sorted(_SHIPPED.glob("*.toml")):
+        try:
+            tables.append((path.name, tomllib.loads(path.read_text(encoding="utf-8"))))
+        except tomllib.TOMLDecodeError as exc:
+            raise LibraryError(f"{path.name}: invalid TOML: {exc}") from None
+    return tables
+
+
+_BUILT: Dict[str, Library] = {}  # the extension's JSON -> its library ("" for none)
+_active: Optional[Library] = None
+
+
+def activate(extension: Optional[Mapping[str, Any]] = None, source: str = "[tool.trainlint.library]") -> Library:
+    """Make the shipped descriptions, extended by a project's table, the ones the engine reads."""
+    global _active
+    marker = json.dumps(extension, sort_keys=True, default=str) if extension else ""
+    library = _BUILT.get(marker)
+    if library is None:
+        library = _BUILT[marker] = build(shipped_tables() + ([(source, extension)] if extension else []))
+    if _active is not None and _active is not library:
+        from .project import forget_parsed  # modules read under other descriptions hold stale roles
+
+        forget_parsed()
+    _active = library
+    return library
+
+
+def current() -> Library:
+    return _active if _active is not None else activate()
