@@ -36,6 +36,8 @@ JSON_SCHEMA = {
                     "end_line": {"type": "integer", "minimum": 1},
                     "end_column": {"type": "integer", "minimum": 1},
                     "message": {"type": "string", "minLength": 1},
+                    "cell": {"type": "integer", "minimum": 1},
+                    "trace": {"type": "array", "items": {"type": "string"}, "minItems": 1},
                 },
             },
         },
@@ -277,3 +279,28 @@ def test_explain_suggests_near_misses():
         result = run("explain", typo)
         assert result.exit_code == 2 and meant in result.stderr.split("Did you mean")[1], typo
     assert "See `trainlint rules`" in run("explain", "zzz").stderr
+
+
+def test_trace_shows_the_witness_across_files_only_when_asked(tmp_path):
+    project = Path(__file__).resolve().parent.parent / "fixtures" / "projects" / "engine_split_bad"
+    plain = run("--no-cache", "--select", "TL102", project / "main.py")
+    traced = run("--no-cache", "--select", "TL102", "--trace", project / "main.py")
+    assert "through" not in plain.stdout
+    lines = traced.stdout.splitlines()
+    assert lines[0] == plain.stdout.splitlines()[0]
+    assert lines[1:] == [
+        "    through main() (line 8) -> train_one_epoch() (engine.py line 5)",
+        "    step: loss_scaler.step(optimizer) (engine.py line 14)",
+        "    reported: scheduler.step() (line 17)",
+    ]
+    _, data = run_json("--no-cache", "--select", "TL102", "--trace", project / "main.py")
+    jsonschema.validate(data, JSON_SCHEMA)
+    assert data["findings"][0]["trace"] == [line.strip() for line in lines[1:]]
+    _, untraced = run_json("--no-cache", "--select", "TL102", project / "main.py")
+    assert "trace" not in untraced["findings"][0]
+
+
+def test_trace_names_the_conditions_the_witness_assumed(tmp_path):
+    source = write(tmp_path, "train.py", BOTH.replace("    scheduler.step()\n", "    if use_warmup:\n        scheduler.step()\n"))
+    result = run("--no-cache", "--select", "TL102", "--trace", source)
+    assert "    assuming `use_warmup` is true on every pass" in result.stdout.splitlines()

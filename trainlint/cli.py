@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import json
 import sys
+from dataclasses import replace
 import textwrap
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -89,8 +90,10 @@ def _plan(
 @click.option("--no-respect-gitignore", is_flag=True, help="Also check files that .gitignore excludes.")
 @click.option("--fix", is_flag=True, help="Apply the autofixes (TL101 TL102 TL103 TL201 TL301 TL803 TL804) in place.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the autofixes as a unified diff; write nothing.")
+@click.option("--trace", is_flag=True, help="Show each finding's witness: the calls across functions and files, the "
+              "conditions assumed, the statements involved.")
 def check(paths, select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs,
-          no_respect_gitignore, fix, show_diff) -> None:
+          no_respect_gitignore, fix, show_diff, trace) -> None:
     """Check PATHS (files, directories, notebooks) for training bugs.
 
     Directories are searched for *.py and *.ipynb files, skipping VCS, virtualenv and build
@@ -112,6 +115,8 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
         for change in changes:
             click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)
     report = combine(check_paths(group, settings) for group, settings in plan)
+    if not trace:
+        report.findings = [replace(f, trace=()) for f in report.findings]
     color = output_format == "text" and not output_file and color_enabled(sys.stdout)
     rendered = FORMATS[output_format](report, color)
     if output_file:

@@ -102,7 +102,8 @@ def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config
         if noqa.suppresses(line, rule.id, rule.name):
             continue
         severity = config.severity.get(rule.id, rule.severity)
-        findings.append(Finding(shown, line, column, rule.id, rule.name, severity, result.message, end_line, end_column))
+        findings.append(Finding(shown, line, column, rule.id, rule.name, severity, result.message, end_line, end_column,
+                                trace=result.trace))
     return findings
 
 

@@ -1,8 +1,8 @@
 """Findings and per-file errors: what every reporter prints and the JSON format serialises."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, Optional
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Optional, Tuple
 
 
 @dataclass(frozen=True, order=True)
@@ -17,6 +17,12 @@ class Finding:
     end_line: int
     end_column: int  # 1-based, just past the last character
     cell: Optional[int] = None  # notebooks: 1-based code cell; line and column are within it
+    # The witness path (calls, assumed conditions, the statements involved), shown with --trace;
+    # not part of a finding's identity.
+    trace: Tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trace", tuple(self.trace))  # a list when read back from the cache
 
     def to_json(self) -> Dict[str, Any]:
         data = asdict(self)
@@ -25,6 +31,8 @@ class Finding:
         result = {key: data[key] for key in keys}
         if self.cell is not None:
             result["cell"] = self.cell
+        if self.trace:
+            result["trace"] = list(self.trace)
         return result
 
     @property

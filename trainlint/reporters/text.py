@@ -24,6 +24,7 @@ def render(report: Report, color: bool = False) -> str:
         where = _paint(f"{f.location}:", "1", color)
         code = _paint(f.rule, _SEVERITY_COLOR.get(f.severity, "0"), color)
         lines.append(f"{where} {code} [{f.name}] {f.message}")
+        lines.extend(f"    {step}" for step in f.trace)  # only with --trace (see cli.check)
     return "\n".join(lines) + ("\n" if lines else "")
 
 

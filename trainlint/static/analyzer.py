@@ -14,7 +14,7 @@ from ..checker import Violation
 from ..events import Event
 from . import library
 from .extract import Extractor, Frame
-from .flow import Interpreter
+from .flow import Interpreter, Witness
 from .module import ModuleModel
 from .patterns import Context, Match, registry
 from .project import Project, parsed_before, remember_checked
@@ -77,7 +77,9 @@ def check_syntax(source: str) -> None:
         parse(source)
 
 
-def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Project] = None) -> List[Violation]:
+def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Project] = None,
+                    witnesses: Optional[Dict[Violation, Witness]] = None) -> List[Violation]:
+    """Violations of the flow rules; ``witnesses`` receives the path that showed each one."""
     interpreter = Interpreter(model, Extractor(model), sites, project)
     interpreter.run(model.module.body, Frame(None), history_known=True)
     called = model.called_names()
@@ -85,6 +87,8 @@ def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Proj
     for fn in uncalled + model.all_functions:
         if id(fn.node) not in interpreter.reached and interpreter.eventful(fn):
             interpreter.run(fn.body, Frame(fn, cls=fn.cls), history_known=True)
+    if witnesses is not None:
+        witnesses.update(interpreter.witnesses)
     return interpreter.confirmed()
 
 
@@ -125,6 +129,7 @@ class Result:
     related: Tuple[Tuple[str, Span, Event], ...] = ()  # (role, span, event) of the other statements
     event: Optional[Event] = None  # the reported event (flow rules)
     path: Optional[Path] = None  # the file of the reported statement, if another module of the project
+    trace: Tuple[str, ...] = ()  # the witness path, for humans (``--trace``)
 
 
 def analyze(
@@ -157,43 +162,67 @@ def analyze_results(
         model.project = project
         sites = model.sites()
         violations = []
+        witnesses: Dict[Violation, Witness] = {}
         if known & FLOW_RULES and could_fire(source, known & FLOW_RULES):
-            violations = [v for v in find_violations(model, sites, project) if v.rule in known]
+            violations = [v for v in find_violations(model, sites, project, witnesses) if v.rule in known]
         matches = find_matches(model, sites, known, source)
     except RecursionError:
         raise AnalysisError("nesting too deep to analyze") from None
     if not violations and not matches:
         return []
     events = [ev for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
+    called = {id(fn): fn for w in witnesses.values() for fn in w.calls}.values()
     nodes = [ev.site for ev in events if ev.origin is None] + [m.node for m in matches]
+    nodes += [fn.node for fn in called if fn.owner in (None, model)]
     # Positions cost a full pass over the tree: computed once, and only for files with findings.
     from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
 
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     spans = _spans(positions, nodes)
     origins: Dict[int, ModuleModel] = {}
-    for other in {id(ev.origin): ev.origin for ev in events if ev.origin is not None}.values():
+    others = {id(ev.origin): ev.origin for ev in events if ev.origin is not None}
+    others.update((id(fn.owner), fn.owner) for fn in called if fn.owner not in (None, model))
+    for other in others.values():
         other_positions = MetadataWrapper(other.module, unsafe_skip_copy=True).resolve(PositionProvider)
-        other_spans = _spans(other_positions, [ev.site for ev in events if ev.origin is other])
+        other_spans = _spans(other_positions, [ev.site for ev in events if ev.origin is other]
+                             + [fn.node for fn in called if fn.owner is other])
         spans.update(other_spans)
         origins.update((key, other) for key in other_spans)
 
     def line_of(event: Event) -> Optional[str]:
-        span = spans.get(id(event.site))
+        return line_of_site(event.site)
+
+    def line_of_site(site: cst.CSTNode) -> Optional[str]:
+        span = spans.get(id(site))
         if span is None:
             return None
-        other = origins.get(id(event.site))
+        other = origins.get(id(site))
         return f"{_shown(other.path, project)} line {span[0]}" if other is not None else position(span[0])
+
+    def trace(violation: Violation) -> Tuple[str, ...]:
+        witness = witnesses.get(violation)
+        if witness is None:
+            return ()
+        lines = []
+        if witness.calls:
+            lines.append("through " + " -> ".join(
+                f"{fn.name}() ({line_of_site(fn.node) or 'defined elsewhere'})" for fn in witness.calls))
+        for condition, value in sorted(witness.assume):
+            lines.append(f"assuming `{condition}` is {'true' if value else 'false'} on every pass")
+        for role, event in sorted(violation.related, key=lambda r: spans.get(id(r[1].site), (0,))):
+            lines.append(f"{role}: {event.label} ({line_of(event) or 'unknown line'})")
+        lines.append(f"reported: {violation.at.label} ({line_of(violation.at) or 'unknown line'})")
+        return tuple(lines)
 
     def line_of_node(node: cst.CSTNode) -> Optional[str]:
         return position(positions[node].start.line) if node in positions else None
 
     candidates = [
-        (v.rule, v.at.site, lambda v=v: checker.render(v, line_of), v.related, v.at) for v in violations
-    ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None) for m in matches]
+        (v.rule, v.at.site, lambda v=v: checker.render(v, line_of), v.related, v.at, lambda v=v: trace(v)) for v in violations
+    ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None, tuple) for m in matches]
     results = []
     seen = set()
-    for rule, node, render, related, event in candidates:
+    for rule, node, render, related, event, traced in candidates:
         span = spans.get(id(node))
         path = origins[id(node)].path if id(node) in origins else None
         if span is None or (rule, span, path) in seen:
@@ -201,7 +230,7 @@ def analyze_results(
         seen.add((rule, span, path))
         # Statements of other files are named in the message; only this file's can be fixed here.
         others = tuple((role, spans[id(ev.site)], ev) for role, ev in related if id(ev.site) in spans and ev.origin is None)
-        results.append(Result(rule, span, render(), others, event, path))
+        results.append(Result(rule, span, render(), others, event, path, traced()))
     results.sort(key=lambda r: (str(r.path or ""), r.span, r.rule))
     return results
 

@@ -59,6 +59,15 @@ class PathState:
         return self._hash
 
 
+@dataclass(frozen=True)
+class Witness:
+    """Where a violation was seen: the calls being run (outermost first) and the branch
+    conditions the path had assumed, as (condition, value)."""
+
+    calls: Tuple[Function, ...]
+    assume: FrozenSet[Tuple[str, bool]]
+
+
 @dataclass
 class Outcome:
     normal: List[PathState] = field(default_factory=list)
@@ -108,6 +117,9 @@ class Interpreter:
         self._root = root or self
         self._children: Dict[int, "Interpreter"] = {}
         self.violations: Dict[Violation, None] = root.violations if root else {}
+        # For each violation, the path that first showed it: the functions being run and the
+        # conditions assumed (``trainlint --trace`` prints it).
+        self.witnesses: Dict[Violation, Witness] = root.witnesses if root else {}
         self._counter: Set[Tuple[str, Event]] = root._counter if root else set()  # (rule, event) where a must violation failed
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
         self._stack: List[Function] = root._stack if root else []
@@ -254,6 +266,8 @@ class Interpreter:
             checks, found = checker.feed(state.checks, event, evidence=True)
             for violation in found:
                 if violation.holds:
+                    if violation not in self.violations:
+                        self.witnesses[violation] = Witness(tuple(self._stack), state.assume)
                     self.violations.setdefault(violation, None)
                 else:
                     self._counter.add((violation.rule, violation.at))
