@@ -12,6 +12,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from .calls import arg
 from .names import ImportMap, dotted
 from .roles import (
     LOADER,
@@ -22,6 +23,7 @@ from .roles import (
     role_from_annotation,
 )
 from . import library
+from .values import Values
 from .walk import Preorder
 
 Body = Sequence[cst.CSTNode]
@@ -68,6 +70,7 @@ class ModuleModel:
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
         self._sites = None
         self._preorder: Optional[Preorder] = None
+        self._values: Optional[Values] = None
         self.project = None  # the checked file's Project, when its imports can be followed
         self._infer_roles()
 
@@ -168,6 +171,9 @@ class ModuleModel:
         if not isinstance(value, cst.Call):
             return None
         role = classify_constructor(value, self.imports)
+        if role is not None and role.kind == SAMPLER and role.shuffle is None:
+            # ``shuffle=SHUFFLE`` / ``shuffle=args.shuffle``: a constant or the command line's default
+            return replace(role, shuffle=self.values.boolean(arg(value, 3, "shuffle")))
         if role is not None:
             return role
         func_path = dotted(value.func) or ""
@@ -235,6 +241,13 @@ class ModuleModel:
         if local is None and self.project is not None:
             return self.project.method(self, class_name, method)
         return local
+
+    @property
+    def values(self) -> Values:
+        """Constants, command-line defaults and dataclass fields of this module (see values.py)."""
+        if self._values is None:
+            self._values = Values(self.module, [t for fn in self.all_functions for t, _ in fn.assigns], self.preorder.nodes)
+        return self._values
 
     @property
     def preorder(self) -> Preorder:

@@ -23,14 +23,15 @@ def _optimizer_calls(ctx: Context) -> Iterable:
             yield site, last
 
 
-def _weight_decay(call: cst.Call) -> Optional[float]:
+def _weight_decay(ctx: Context, call: cst.Call) -> Optional[float]:
+    """The literal weight decay, or one named by a constant or a command-line default."""
     value = kwarg(call, "weight_decay")
-    return literal_number(value.value) if value is not None else None
+    return ctx.model.values.number(value.value) if value is not None else None
 
 
 def adam_weight_decay(ctx: Context) -> Iterable[Match]:
     for site, last in _optimizer_calls(ctx):
-        decay = _weight_decay(site.call)
+        decay = _weight_decay(ctx, site.call)
         if last == "Adam" and decay is not None and decay > 0:
             yield Match("TL702", site.call, lambda line_of, d=decay: (
                 f"Adam(weight_decay={d}) adds the decay to the gradient (coupled L2), so Adam's "
@@ -43,7 +44,7 @@ def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
     if _freezes_parameters(ctx):
         return  # which tensors still train (and so get decayed) is not known: frozen ones are skipped
     for site, last in _optimizer_calls(ctx):
-        decay = _weight_decay(site.call)
+        decay = _weight_decay(ctx, site.call)
         params = arg(site.call, 0, "params")
         if last not in _DECOUPLED or decay is None or decay <= 0 or not _all_parameters(params):
             continue

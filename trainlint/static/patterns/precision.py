@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from ..calls import arg, kwarg, literal_bool, literal_str
+from ..calls import arg, kwarg, literal_str
 from ..names import dotted
 from ..roles import SCALER
 from . import Context, Match
@@ -23,7 +23,7 @@ def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
     if not qualified.endswith("autocast"):
         return None
     enabled = kwarg(call, "enabled")
-    if enabled is not None and literal_bool(enabled.value) is False:
+    if enabled is not None and ctx.model.values.boolean(enabled.value) is False:
         return None  # ``autocast(enabled=False)``: a float32 island inside mixed precision
     dtype = arg(call, 1, "dtype") if "cuda.amp" not in qualified and "cpu.amp" not in qualified else arg(call, 0, "dtype")
     if dtype is not None:
