@@ -303,4 +303,4 @@ def test_trace_shows_the_witness_across_files_only_when_asked(tmp_path):
 def test_trace_names_the_conditions_the_witness_assumed(tmp_path):
     source = write(tmp_path, "train.py", BOTH.replace("    scheduler.step()\n", "    if use_warmup:\n        scheduler.step()\n"))
     result = run("--no-cache", "--select", "TL102", "--trace", source)
-    assert "    assuming `use_warmup` is true on every pass" in result.stdout.splitlines()
+    assert "    on this path `use_warmup` is true" in result.stdout.splitlines()

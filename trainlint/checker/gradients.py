@@ -86,6 +86,10 @@ class _ZeroState:
     wiped: Optional[Event] = None  # a zero_grad that came after that backward
     stepped: Tuple[Event, ...] = ()  # steps with no zero_grad since (one per optimizer)
     trained: bool = False  # a backward ran on this path: steps without one (a benchmark) reuse gradients
+    # Under accumulation: the first backward of the window and a zero_grad after it (later
+    # backwards do not make it harmless: the window's earlier micro-batches are lost).
+    window: Optional[Event] = None
+    window_wiped: Tuple[Event, ...] = ()
 
 
 def _clears(zero: Event, step: Event) -> bool:
@@ -115,32 +119,49 @@ class ZeroGradPlacement(Invariant):
     def feed(self, state: _ZeroState, ev: Event):
         kind = ev.kind
         if kind is EventKind.BACKWARD:
-            return replace(state, backward=ev, wiped=None, trained=True), []
+            return replace(state, backward=ev, wiped=None, trained=True, window=state.window or ev), []
         if kind is EventKind.TRAINING_START:
             # A backward before the training loop (a debug pass) belongs to no training step, and
             # steps of an earlier loop (a warm-up, an OOM scan) are not this loop's iterations.
-            return replace(state, backward=None, wiped=None, stepped=()), []
+            return replace(state, backward=None, wiped=None, stepped=(), window=None, window_wiped=()), []
         if kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             return _ZeroState(), []
         if kind is EventKind.ZERO_GRAD:
             stepped = tuple(s for s in state.stepped if not _clears(ev, s))
             wiped = ev if state.backward is not None and state.wiped is None else state.wiped
-            return replace(state, wiped=wiped, stepped=stepped), []
+            window_wiped = state.window_wiped
+            if state.window is not None and ev not in window_wiped:
+                window_wiped = (window_wiped + (ev,))[-4:]
+            return replace(state, wiped=wiped, stepped=stepped, window_wiped=window_wiped), []
         if kind is EventKind.OPTIMIZER_STEP:
             found = []
             if state.wiped is not None and _clears(state.wiped, ev):
                 related = (("backward", state.backward), ("step", ev)) if state.backward else (("step", ev),)
                 found.append(Violation("TL104", state.wiped, related))
+            elif ev.boundary and any(_clears(zero, ev) for zero in state.window_wiped):
+                # the step ends an accumulation window whose earlier micro-batches were zeroed away
+                zero = next(zero for zero in state.window_wiped if _clears(zero, ev))
+                found.append(Violation("TL104", zero, (("accumulated", state.window), ("step", ev))))
             previous = next((s for s in state.stepped if same_object(s.target, ev.target)), None)
             # Only on a path that trains: steps that never follow a backward (an optimizer
             # benchmark) just reuse gradients; ``p.grad = ...`` between steps is an OPAQUE reset.
             if previous is not None and state.trained and not ev.manages_grads and not ev.each:
                 found.append(Violation("TL105", ev, (("previous", previous),)))
             stepped = tuple(s for s in state.stepped if s.target != ev.target) + (ev,)
-            return _ZeroState(stepped=stepped[-4:], trained=state.trained), found
+            # zero_grads of other optimizers' accumulation windows stay pending for their steps
+            pending = tuple(zero for zero in state.window_wiped if not _clears(zero, ev))
+            return _ZeroState(stepped=stepped[-4:], trained=state.trained, window_wiped=pending), found
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:
+        if v.rule == "TL104" and v.get("accumulated") is not None:
+            step = where(v.get("step"), line_of, "optimizer.step()")
+            return (
+                f"{v.at.label} runs on every micro-batch, but {step} only at the accumulation "
+                f"boundary: each zero_grad() wipes the gradients that {where(v.get('accumulated'), line_of, 'backward()')} "
+                f"accumulated on the earlier micro-batches, so every update uses the last micro-batch "
+                f"alone; zero the gradients right after the step, inside the boundary branch."
+            )
         if v.rule == "TL104":
             step = where(v.get("step"), line_of, "optimizer.step()")
             backward = where(v.get("backward"), line_of, "backward()")

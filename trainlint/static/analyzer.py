@@ -82,6 +82,7 @@ def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Proj
     """Violations of the flow rules; ``witnesses`` receives the path that showed each one."""
     interpreter = Interpreter(model, Extractor(model), sites, project)
     interpreter.run(model.module.body, Frame(None), history_known=True)
+    interpreter.run_framework_loops()
     called = model.called_names()
     uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
     for fn in uncalled + model.all_functions:
@@ -208,7 +209,7 @@ def analyze_results(
             lines.append("through " + " -> ".join(
                 f"{fn.name}() ({line_of_site(fn.node) or 'defined elsewhere'})" for fn in witness.calls))
         for condition, value in sorted(witness.assume):
-            lines.append(f"assuming `{condition}` is {'true' if value else 'false'} on every pass")
+            lines.append(f"on this path `{condition}` is {'true' if value else 'false'}")
         for role, event in sorted(violation.related, key=lambda r: spans.get(id(r[1].site), (0,))):
             lines.append(f"{role}: {event.label} ({line_of(event) or 'unknown line'})")
         lines.append(f"reported: {violation.at.label} ({line_of(violation.at) or 'unknown line'})")

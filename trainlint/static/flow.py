@@ -25,6 +25,7 @@ from ..events import EVERYTHING, FAMILY_GRADS, Event, EventKind
 from .evidence import Evidence
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
+from . import library
 from .calls import literal_bool
 from .names import dotted
 from .project import Project
@@ -129,6 +130,7 @@ class Interpreter:
         self._calls: Dict[int, List[cst.Call]] = {}
         self._relevance: Dict[int, bool] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
+        self._synthetic: List[cst.For] = []  # loops a framework runs (see run_framework_loops)
         self._condition_counts: Optional[Dict[str, int]] = None
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values()) or (
             root is not None and root._loaders_matter)
@@ -257,6 +259,37 @@ class Interpreter:
         finally:
             if frame.function is not None:
                 self._stack.pop()
+
+    def run_framework_loops(self) -> None:
+        """Methods a framework calls once per batch (library descriptions' ``loops``): each body
+        runs as the body of ``for batch_idx, batch in enumerate(batches)``."""
+        described = library.current()
+        for class_name, cls in self.model.classes.items():
+            loop = self._framework_loop(cls, described, depth=0)
+            if loop is None:
+                continue
+            for name in loop.methods:
+                fn = self.model.methods.get((class_name, name))
+                params = [p for p in fn.params if p not in ("self", "cls")] if fn is not None else []
+                counter, batch = _parameter(params, loop.counter), _parameter(params, loop.batch)
+                if fn is None or counter is None:
+                    continue
+                target = cst.Tuple([cst.Element(cst.Name(counter)), cst.Element(cst.Name(batch or "_"))])
+                synthetic = cst.For(target=target, iter=cst.Call(cst.Name("enumerate"), [cst.Arg(cst.Name("batches"))]),
+                                    body=fn.node.body)
+                self._synthetic.append(synthetic)  # kept alive: the engine keys its caches by node id
+                self.run([synthetic], Frame(fn, cls=fn.cls), history_known=True)
+
+    def _framework_loop(self, cls: cst.ClassDef, described: "library.Library", depth: int) -> Optional["library.FrameworkLoop"]:
+        for base in cls.bases:
+            name = dotted(base.value) or ""
+            found = described.loop_methods(self.model.imports.qualify(base.value), name.rsplit(".", 1)[-1])
+            local = self.model.classes.get(name)
+            if found is None and local is not None and local is not cls and depth < 4:
+                found = self._framework_loop(local, described, depth + 1)
+            if found is not None:
+                return found
+        return None
 
     def _feed(self, states: List[PathState], event: Optional[Event]) -> List[PathState]:
         if event is None:
@@ -1017,3 +1050,10 @@ def _manages_sync(model: ModuleModel) -> bool:
         if isinstance(node, cst.Call) and _last_name(node.func) == "no_sync" and id(node) not in with_items:
             return True
     return False
+
+
+def _parameter(params: Sequence[str], where: "library.Argument") -> Optional[str]:
+    """The parameter a library description points at (by name, else by position)."""
+    if where.keyword is not None and where.keyword in params:
+        return where.keyword
+    return params[where.position] if where.position is not None and where.position < len(params) else None

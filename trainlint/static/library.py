@@ -106,6 +106,17 @@ class Returned:
         return list(self.roles[:count]) + [None] * (count - len(self.roles))
 
 
+@dataclass(frozen=True)
+class FrameworkLoop:
+    """A method a framework calls once per batch (Lightning's ``training_step(batch, batch_idx)``):
+    its body is the body of a training loop over batches the program does not write."""
+
+    classes: _Names
+    methods: Tuple[str, ...]
+    counter: Argument  # the parameter that counts the batches
+    batch: Argument  # the parameter that receives the batch
+
+
 @dataclass
 class Library:
     objects: List[Tuple[_Names, Constructed]]
@@ -113,6 +124,7 @@ class Library:
     functions: List[Tuple[_Names, Tuple[Effect, ...]]]
     returning_methods: Dict[str, Tuple[Optional[str], Returned]]  # name -> (receiver role, what it returns)
     returning_calls: List[Tuple[_Names, Returned]]
+    loops: List[FrameworkLoop]
     digest: str  # identifies the descriptions (cache entries depend on them)
     mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
 
@@ -124,6 +136,13 @@ class Library:
         for names, built in self.objects:
             if names.match(qualified, name):
                 return built
+        return None
+
+    def loop_methods(self, qualified_base: Optional[str], name: str) -> Optional[FrameworkLoop]:
+        """The framework loop a class deriving from this base runs, if any."""
+        for loop in self.loops:
+            if loop.classes.match(qualified_base, name):
+                return loop
         return None
 
     def method(self, role: Optional[str], name: str) -> Optional[Tuple[Effect, ...]]:
@@ -205,13 +224,13 @@ def _method_names(source: str, entry: Mapping[str, Any]) -> List[str]:
 
 def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
     """One Library from ``(source, table)`` pairs; a later table (the project's) takes precedence."""
-    library = Library([], {}, [], {}, [], "")
+    library = Library([], {}, [], {}, [], [], "")
     fingerprint = []
     for source, table in tables:
         fingerprint.append(table)
-        unknown = set(table) - {"objects", "methods", "functions", "returns"}
+        unknown = set(table) - {"objects", "methods", "functions", "returns", "loops"}
         if unknown:
-            raise LibraryError(f"{source}: unknown tables {sorted(unknown)} (objects, methods, functions, returns)")
+            raise LibraryError(f"{source}: unknown tables {sorted(unknown)} (objects, methods, functions, returns, loops)")
         # the first matching entry wins: a later table's entries go in front
         library.objects[:0] = [(_names(source, entry), Constructed(
             role=_role(source, entry.get("role")),
@@ -238,6 +257,12 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
                 role = _role(source, entry["role"]) if "role" in entry else None
                 for name in _method_names(source, entry):
                     library.returning_methods[name] = (role, returned)
+        library.loops[:0] = [FrameworkLoop(
+            classes=_names(source, {"calls": entry.get("classes"), "bare": entry.get("bare", False)}),
+            methods=tuple(_method_names(source, entry)),
+            counter=_argument(source, entry.get("counter")) or Argument(),
+            batch=_argument(source, entry.get("batch")) or Argument(),
+        ) for entry in table.get("loops", [])]
     library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
     library.mentions = _mentions(library)
     return library
@@ -249,7 +274,7 @@ def _mentions(library: Library) -> "re.Pattern[str]":
     for receivers of any role."""
     words = set()
     named = [names for names, _ in library.objects] + [names for names, _ in library.functions]
-    named += [names for names, _ in library.returning_calls]
+    named += [names for names, _ in library.returning_calls] + [loop.classes for loop in library.loops]
     for names in named:
         for module, glob in names.patterns:
             words.add(re.escape(module.split(".", 1)[0]))
