@@ -116,12 +116,26 @@ class Project:
     def may_train(self, model: ModuleModel, name: str) -> bool:
         """Could the project function ``name`` refers to produce a training event? Answered from
         its module's text, without parsing it: most imported helpers of a package cannot."""
+        path = self._path_of(model, name)
+        return path is not None and _has_event_text(path)
+
+    def may_freeze(self, model: ModuleModel, name: str) -> bool:
+        """Could the project function ``name`` refers to set ``requires_grad``? From its module's
+        text, without parsing it."""
+        path = self._path_of(model, name)
+        if path is None:
+            return False
+        try:
+            return "requires_grad" in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+
+    def _path_of(self, model: ModuleModel, name: str) -> Optional[Path]:
         qualified = model.imports.names.get(name.split(".", 1)[0])
         if qualified is None or qualified.split(".", 1)[0] in _NEVER_PROJECT:
-            return False
+            return None
         full = qualified + ("." + name.split(".", 1)[1] if "." in name else "")
-        path = self._find(full.rpartition(".")[0], model)
-        return path is not None and _has_event_text(path)
+        return self._find(full.rpartition(".")[0], model)
 
     def method(self, model: ModuleModel, class_name: str, method: str) -> Optional[Function]:
         """A method of a class that ``model`` imports from the project (``from model import GPT``)."""
@@ -197,11 +211,21 @@ _NEVER_PROJECT = frozenset({
 
 
 def _roots(path: Path) -> List[Path]:
-    """The file's directory, and the directory holding its topmost package."""
+    """The file's directory, the directory holding its topmost package, and the project root."""
     roots = [path.parent]
     package = path.parent
     while (package / "__init__.py").is_file() and package.parent != package:
         package = package.parent
     if package not in roots:
         roots.append(package)
+    # Scripts in a subdirectory import the repository's packages (run from its root, or with the
+    # root put on sys.path): the nearest directory that marks a project root is searched last.
+    for directory in path.parents:
+        if any((directory / marker).exists() for marker in _ROOT_MARKERS):
+            if directory not in roots:
+                roots.append(directory)
+            break
     return roots
+
+
+_ROOT_MARKERS = (".git", "pyproject.toml", "setup.py", "setup.cfg")

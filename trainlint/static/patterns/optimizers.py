@@ -57,14 +57,28 @@ def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
 
 
 def _freezes_parameters(ctx: Context) -> bool:
-    """``p.requires_grad = False`` or ``requires_grad_(False)`` anywhere in the module."""
-    if "requires_grad" not in ctx.model.source:
+    """Some parameters may be frozen: ``requires_grad`` set to anything but True (``False``, or
+    ``"adapter" in name``) or ``requires_grad_(...)`` not True, in this module or in a function of
+    the project it calls (``mark_only_adapter_as_trainable(model)``)."""
+    if _sets_requires_grad(ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]):
+        return True
+    if any(site.name == "requires_grad_" and site.call.args and literal_bool(site.call.args[0].value) is not True
+           for site in ctx.sites.sites):
+        return True
+    project = ctx.model.project
+    if project is None:
         return False
-    for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
-        if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and literal_bool(value) is False:
+    for site in ctx.sites.sites:
+        name = dotted(site.call.func)
+        callee = project.function(ctx.model, name) if name and project.may_freeze(ctx.model, name) else None
+        if callee is not None and _sets_requires_grad(callee.assigns):
             return True
-    return any(site.name == "requires_grad_" and site.call.args and literal_bool(site.call.args[0].value) is False
-               for site in ctx.sites.sites)
+    return False
+
+
+def _sets_requires_grad(assigns) -> bool:
+    return any(isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and literal_bool(value) is not True
+               for target, value in assigns)
 
 
 def _all_parameters(params: Optional[cst.BaseExpression]) -> bool:
