@@ -126,7 +126,10 @@ def _classify_variable(name: str, fn: Optional[Function], model: ModuleModel, de
         if isinstance(target, cst.Name) and target.value == name:
             if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, _RESCALE_OPS):
                 return LOSS_DIVIDED  # loss = loss / k anywhere in the function
-            if isinstance(value, cst.Name) and value.value == name:
+            if isinstance(value, cst.Name) and value.value in (name, "None"):
+                # ``loss = loss``, or ``loss = None`` (a forward's inference branch, an accumulator
+                # before its first term): None cannot be backpropagated, so it is never the value
+                # that reaches backward().
                 continue
             kinds.add(classify_loss(value, fn, model, depth + 1))
         elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call):
