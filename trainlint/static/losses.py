@@ -13,6 +13,7 @@ import libcst as cst
 from ..events import LOSS_DIVIDED, LOSS_MEAN, LOSS_SUM, LOSS_UNKNOWN
 from .module import Function, ModuleModel
 from .names import dotted
+from .calls import literal_bool, literal_str
 from .roles import LOSS_FN
 
 _MEAN_FUNCTIONS = {
@@ -76,6 +77,13 @@ def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, d
         return LOSS_SUM
     if last in ("item", "detach", "float", "to", "clone", "squeeze") and isinstance(call.func, cst.Attribute):
         return classify_loss(call.func.value, fn, model, depth + 1)
+    if _keyword_str(call, "return_type") == "loss" and _from_transformer_lens(func_path, fn, model):
+        # HookedTransformer(tokens, return_type="loss") is the mean next-token cross-entropy, unless
+        # asked for the per-token losses.
+        per_token = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "loss_per_token"), None)
+        if per_token is None or literal_bool(per_token) is False:
+            return LOSS_MEAN
+        return LOSS_UNKNOWN
     role = model.roles.get(func_path)
     if role is not None and role.kind == LOSS_FN:
         if role.reduction == "mean":
@@ -86,6 +94,30 @@ def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, d
         kinds = {classify_loss(ret, helper, model, depth + 1) for ret in helper.returns}
         return kinds.pop() if len(kinds) == 1 else LOSS_UNKNOWN
     return LOSS_UNKNOWN
+
+
+def _keyword_str(call: cst.Call, name: str) -> Optional[str]:
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    return literal_str(value) if value is not None else None
+
+
+def _from_transformer_lens(name: str, fn: Optional[Function], model: ModuleModel) -> bool:
+    """Is the object called ``name`` a transformer_lens model: a parameter annotated with one of its
+    classes, or built by one (``HookedTransformer(cfg)``, ``HookedTransformer.from_pretrained(...)``)?"""
+    if not name:
+        return False
+    qualified = [model.imports.qualify(value.func) for target, value in _assignments(fn, model)
+                 if dotted(target) == name and isinstance(value, cst.Call)]
+    if fn is not None:
+        qualified += [model.imports.qualify(p.annotation.annotation) for p in _params(fn.node.params)
+                      if p.name.value == name and p.annotation is not None]
+    return bool(qualified) and all((q or "").startswith("transformer_lens.") for q in qualified)
+
+
+def _params(params: cst.Parameters):
+    yield from params.posonly_params
+    yield from params.params
+    yield from params.kwonly_params
 
 
 def _returned_by_model(call: cst.Call, index: int, count: int, fn: Optional[Function], model: ModuleModel,
@@ -126,7 +158,10 @@ def _classify_variable(name: str, fn: Optional[Function], model: ModuleModel, de
         if isinstance(target, cst.Name) and target.value == name:
             if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, _RESCALE_OPS):
                 return LOSS_DIVIDED  # loss = loss / k anywhere in the function
-            if isinstance(value, cst.Name) and value.value == name:
+            if isinstance(value, cst.Name) and value.value in (name, "None"):
+                # ``loss = loss``, or ``loss = None`` (a forward's inference branch, an accumulator
+                # before its first term): None cannot be backpropagated, so it is never the value
+                # that reaches backward().
                 continue
             kinds.add(classify_loss(value, fn, model, depth + 1))
         elif isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call):

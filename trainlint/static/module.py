@@ -17,6 +17,7 @@ from .names import ImportMap, dotted
 from .roles import (
     LOADER,
     SAMPLER,
+    SCHEDULER,
     Role,
     RoleTable,
     classify_constructor,
@@ -125,17 +126,17 @@ class ModuleModel:
 
     # ----------------------------------------------------------------- roles
     def _infer_roles(self) -> None:
-        assigns = list(self.module_assigns)
-        for fn in self.all_functions:
-            assigns.extend(fn.assigns)
+        scopes = [self.module_assigns] + [fn.assigns for fn in self.all_functions]
         for name, annotation in self.roles_pending_annotations:
             self.roles.set(name, role_from_annotation(annotation))
         # Two rounds so aliases and unpacking see roles assigned later in the file.
         for _ in range(2):
-            for target, value in assigns:
-                self._role_of_assignment(target, value)
+            for scope in scopes:
+                for target, value in scope:
+                    self._role_of_assignment(target, value, scope)
 
-    def _role_of_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+    def _role_of_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression,
+                            scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]] = ()) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = [e.value for e in target.elements]
             for path, role in zip(elements, self._roles_of_tuple(value, len(elements))):
@@ -143,6 +144,8 @@ class ModuleModel:
             return
         path = dotted(target)
         role = self.role_of_value(value)
+        if role is not None and role.kind == SCHEDULER and isinstance(value, (cst.Name, cst.Attribute)):
+            role = _optimizer_stored_alongside(role, scope)
         constructor = self._constructor_call(value)
         if role is not None and role.kind == LOADER and role.sampler is None and constructor is not None and path:
             # DataLoader(ds, sampler=DistributedSampler(ds)), here or returned by a local helper:
@@ -326,3 +329,11 @@ def _shards_in_place(value: cst.BaseExpression) -> bool:
         isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None
         and (dotted(value.func) or "").rsplit(".", 1)[-1] == "fully_shard" and dotted(value.args[0].value) is not None
     )
+
+
+def _optimizer_stored_alongside(role: Role, scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]]) -> Role:
+    """A scheduler stored under a new name (``self.scheduler = scheduler``) in a scope that also
+    stores its optimizer under a new name (``self.optimizer = optimizer``): where the stored
+    scheduler is stepped, its optimizer is the stored one."""
+    stored = {dotted(t) for t, v in scope if role.optimizer and dotted(v) == role.optimizer} - {None, role.optimizer}
+    return replace(role, optimizer=stored.pop()) if len(stored) == 1 else role
