@@ -35,6 +35,9 @@ _EVENTS = {kind.value: kind for kind in (
 )}
 
 
+_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses")
+
+
 class LibraryError(ValueError):
     """A library description is malformed; the message names its source and the entry."""
 
@@ -117,6 +120,17 @@ class FrameworkLoop:
     batch: Argument  # the parameter that receives the batch
 
 
+@dataclass(frozen=True)
+class DescribedLoss:
+    """What calling an object of these classes returns, when called with a keyword of some value."""
+
+    classes: _Names
+    keyword: str
+    equals: Any
+    loss: str  # "mean" | "sum"
+    unless_true: Optional[str] = None  # a keyword that, set, makes the loss something else
+
+
 @dataclass
 class Library:
     objects: List[Tuple[_Names, Constructed]]
@@ -125,6 +139,7 @@ class Library:
     returning_methods: Dict[str, Tuple[Optional[str], Returned]]  # name -> (receiver role, what it returns)
     returning_calls: List[Tuple[_Names, Returned]]
     loops: List[FrameworkLoop]
+    losses: List[DescribedLoss]
     digest: str  # identifies the descriptions (cache entries depend on them)
     mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
 
@@ -143,6 +158,24 @@ class Library:
         for loop in self.loops:
             if loop.classes.match(qualified_base, name):
                 return loop
+        return None
+
+    def loss_of(self, qualified_class: Optional[str], call: Any) -> Optional[str]:
+        """``"mean"``/``"sum"`` when a call of an object built from this class returns that loss
+        (``unknown`` when a keyword that changes it is not a literal), None when no entry applies.
+        ``Class.from_pretrained`` counts as ``Class``."""
+        from .values import literal_of  # reading a call's keywords is the static engine's job
+
+        for described in self.losses:
+            candidates = [qualified_class, qualified_class.rpartition(".")[0]] if qualified_class else []
+            if not any(c and described.classes.match(c, c.rsplit(".", 1)[-1]) for c in candidates):
+                continue
+            if literal_of(call, described.keyword) != described.equals:
+                continue
+            if described.unless_true is not None:
+                if literal_of(call, described.unless_true, default=False) is not False:
+                    return "unknown"  # per-token losses, or a flag the engine cannot read
+            return described.loss
         return None
 
     def method(self, role: Optional[str], name: str) -> Optional[Tuple[Effect, ...]]:
@@ -224,13 +257,13 @@ def _method_names(source: str, entry: Mapping[str, Any]) -> List[str]:
 
 def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
     """One Library from ``(source, table)`` pairs; a later table (the project's) takes precedence."""
-    library = Library([], {}, [], {}, [], [], "")
+    library = Library([], {}, [], {}, [], [], [], "")
     fingerprint = []
     for source, table in tables:
         fingerprint.append(table)
-        unknown = set(table) - {"objects", "methods", "functions", "returns", "loops"}
+        unknown = set(table) - set(_TABLES)
         if unknown:
-            raise LibraryError(f"{source}: unknown tables {sorted(unknown)} (objects, methods, functions, returns, loops)")
+            raise LibraryError(f"{source}: unknown tables {sorted(unknown)} ({', '.join(_TABLES)})")
         # the first matching entry wins: a later table's entries go in front
         library.objects[:0] = [(_names(source, entry), Constructed(
             role=_role(source, entry.get("role")),
@@ -263,6 +296,14 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
             counter=_argument(source, entry.get("counter")) or Argument(),
             batch=_argument(source, entry.get("batch")) or Argument(),
         ) for entry in table.get("loops", [])]
+        for entry in table.get("losses", []):
+            when = entry.get("when")
+            if not isinstance(when, dict) or set(when) != {"keyword", "equals"} or entry.get("loss") not in ("mean", "sum"):
+                raise LibraryError(f"{source}: a loss needs when = {{ keyword, equals }} and loss = \"mean\" or \"sum\"")
+            library.losses.insert(0, DescribedLoss(
+                classes=_names(source, {"calls": entry.get("classes"), "bare": entry.get("bare", False)}),
+                keyword=when["keyword"], equals=when["equals"], loss=entry["loss"], unless_true=entry.get("unless_true"),
+            ))
     library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
     library.mentions = _mentions(library)
     return library
@@ -275,6 +316,7 @@ def _mentions(library: Library) -> "re.Pattern[str]":
     words = set()
     named = [names for names, _ in library.objects] + [names for names, _ in library.functions]
     named += [names for names, _ in library.returning_calls] + [loop.classes for loop in library.loops]
+    named += [described.classes for described in library.losses]
     for names in named:
         for module, glob in names.patterns:
             words.add(re.escape(module.split(".", 1)[0]))

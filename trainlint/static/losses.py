@@ -13,7 +13,7 @@ import libcst as cst
 from ..events import LOSS_DIVIDED, LOSS_MEAN, LOSS_SUM, LOSS_UNKNOWN
 from .module import Function, ModuleModel
 from .names import dotted
-from .calls import literal_bool, literal_str
+from . import library
 from .roles import LOSS_FN
 
 _MEAN_FUNCTIONS = {
@@ -77,13 +77,9 @@ def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, d
         return LOSS_SUM
     if last in ("item", "detach", "float", "to", "clone", "squeeze") and isinstance(call.func, cst.Attribute):
         return classify_loss(call.func.value, fn, model, depth + 1)
-    if _keyword_str(call, "return_type") == "loss" and _from_transformer_lens(func_path, fn, model):
-        # HookedTransformer(tokens, return_type="loss") is the mean next-token cross-entropy, unless
-        # asked for the per-token losses.
-        per_token = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "loss_per_token"), None)
-        if per_token is None or literal_bool(per_token) is False:
-            return LOSS_MEAN
-        return LOSS_UNKNOWN
+    described = _described_loss(call, func_path, fn, model)
+    if described is not None:
+        return described
     role = model.roles.get(func_path)
     if role is not None and role.kind == LOSS_FN:
         if role.reduction == "mean":
@@ -96,22 +92,19 @@ def _classify_call(call: cst.Call, fn: Optional[Function], model: ModuleModel, d
     return LOSS_UNKNOWN
 
 
-def _keyword_str(call: cst.Call, name: str) -> Optional[str]:
-    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
-    return literal_str(value) if value is not None else None
-
-
-def _from_transformer_lens(name: str, fn: Optional[Function], model: ModuleModel) -> bool:
-    """Is the object called ``name`` a transformer_lens model: a parameter annotated with one of its
-    classes, or built by one (``HookedTransformer(cfg)``, ``HookedTransformer.from_pretrained(...)``)?"""
+def _described_loss(call: cst.Call, name: str, fn: Optional[Function], model: ModuleModel) -> Optional[str]:
+    """The loss a library object returns when called so (library descriptions' ``losses``:
+    transformer_lens' ``model(tokens, return_type="loss")``), judged from the classes the object
+    is built from or annotated with; None when no description applies."""
     if not name:
-        return False
-    qualified = [model.imports.qualify(value.func) for target, value in _assignments(fn, model)
-                 if dotted(target) == name and isinstance(value, cst.Call)]
+        return None
+    classes = [model.imports.qualify(value.func) for target, value in _assignments(fn, model)
+               if dotted(target) == name and isinstance(value, cst.Call)]
     if fn is not None:
-        qualified += [model.imports.qualify(p.annotation.annotation) for p in _params(fn.node.params)
-                      if p.name.value == name and p.annotation is not None]
-    return bool(qualified) and all((q or "").startswith("transformer_lens.") for q in qualified)
+        classes += [model.imports.qualify(p.annotation.annotation) for p in _params(fn.node.params)
+                    if p.name.value == name and p.annotation is not None]
+    kinds = {library.current().loss_of(qualified, call) for qualified in classes}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _params(params: cst.Parameters):

@@ -146,3 +146,18 @@ def _field_defaults(cls: cst.ClassDef) -> Dict[str, cst.BaseExpression]:
                 if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
                     fields[small.target.value] = small.value
     return fields
+
+
+_MISSING = object()
+
+
+def literal_of(call: cst.Call, keyword: str, default: Any = _MISSING) -> Any:
+    """The literal a call passes for ``keyword`` (``default`` when absent), else UNKNOWN."""
+    passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+    if passed is None:
+        return UNKNOWN if default is _MISSING else default
+    if isinstance(passed, cst.Name) and passed.value in _CONSTANT_NAMES:
+        return _CONSTANT_NAMES[passed.value]
+    if isinstance(passed, (cst.Integer, cst.Float, cst.SimpleString)):
+        return passed.evaluated_value
+    return UNKNOWN
