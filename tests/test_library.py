@@ -1,6 +1,7 @@
 """Library models as data: trainlint/libraries/*.toml and a project's [tool.trainlint.library]."""
 from __future__ import annotations
 
+import libcst as cst
 import pytest
 
 from trainlint.cache import key
@@ -98,3 +99,30 @@ def test_the_project_description_is_what_finds_the_bug(tmp_path):
     finally:
         library.activate()
     assert [(f.rule, f.line) for f in report.findings] == [("TL105", 11)]
+
+
+def test_lightning_training_step_is_a_framework_loop_counted_by_batch_idx():
+    built = build(shipped_tables())
+    loop = built.loop_methods("lightning.pytorch.core.module.LightningModule", "LightningModule")
+    assert loop is not None and loop.methods == ("training_step",)
+    assert (loop.counter.position, loop.counter.keyword) == (1, "batch_idx")
+    assert built.loop_methods("torch.nn.Module", "Module") is None
+
+
+def test_a_described_loss_applies_only_to_the_call_that_asks_for_it():
+    built = build(shipped_tables())
+
+    def call(text):
+        return cst.parse_expression(text)
+
+    assert built.loss_of("transformer_lens.HookedTransformer", call('model(tokens, return_type="loss")')) == "mean"
+    assert built.loss_of("transformer_lens.HookedTransformer.from_pretrained", call('model(t, return_type="loss")')) == "mean"
+    assert built.loss_of("transformer_lens.HookedTransformer", call('model(t, return_type="logits")')) is None
+    assert built.loss_of("transformer_lens.HookedTransformer",
+                         call('model(t, return_type="loss", loss_per_token=True)')) == "unknown"
+    assert built.loss_of("mylib.HookedTransformer", call('model(t, return_type="loss")')) is None
+
+
+def test_a_malformed_loss_description_is_refused():
+    with pytest.raises(LibraryError, match="a loss needs"):
+        build([("mine", {"losses": [{"classes": ["a.B"], "loss": "average"}]})])

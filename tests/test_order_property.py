@@ -116,9 +116,11 @@ def oracle(structure, amp, divided, trace: List[str]) -> set:
         if event == "step":
             previous_step = max((i for i, e in enumerate(before) if e == "step"), default=None)
             window = before[previous_step + 1 :] if previous_step is not None else before
-            # TL104: a zero_grad after a backward of this step's window, with no backward after it.
+            # TL104: a zero_grad after a backward of this step's window, with no backward after it;
+            # under accumulation, any zero_grad after the window's first backward (it wipes the
+            # earlier micro-batches the step was meant to sum).
             if any(
-                e == "zero_grad" and "backward" in window[:i] and "backward" not in window[i + 1 :]
+                e == "zero_grad" and "backward" in window[:i] and ("backward" not in window[i + 1 :] or structure != "plain")
                 for i, e in enumerate(window)
             ):
                 found.add("TL104")
