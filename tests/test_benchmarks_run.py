@@ -17,3 +17,13 @@ def test_static_speed_benchmark_prints_its_figures():
     assert run.returncode == 0, run.stderr
     for row in ("libcst.parse_module", "trainlint cold, 1 job", "trainlint warm (cache)", "cold 1 job / parse floor"):
         assert row in run.stdout
+
+
+def test_project_speed_benchmark_prints_its_figures():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "project_speed.py"), "--files", "6", "--fanout", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    for row in ("6 modules, each calling into 2 others", "project ", "single files", "project / single per file"):
+        assert row in run.stdout
