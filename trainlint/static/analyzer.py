@@ -150,7 +150,8 @@ def analyze_results(
     """Findings of the selected rules; with a ``project``, calls into the file's other modules are
     followed and a finding whose statement is in one of them carries that module's ``path``."""
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
-    if not known or not could_fire(source, known):
+    follows_project = project is not None and bool(known & FLOW_RULES) and project.imports_training_text(source)
+    if not known or not (could_fire(source, known) or follows_project):
         check_syntax(source)
         return []
     model = parsed_before(project.path, source) if project is not None else None
@@ -164,7 +165,7 @@ def analyze_results(
         sites = model.sites()
         violations = []
         witnesses: Dict[Violation, Witness] = {}
-        if known & FLOW_RULES and could_fire(source, known & FLOW_RULES):
+        if known & FLOW_RULES and (follows_project or could_fire(source, known & FLOW_RULES)):
             violations = [v for v in find_violations(model, sites, project, witnesses) if v.rule in known]
         matches = find_matches(model, sites, known, source)
     except RecursionError:

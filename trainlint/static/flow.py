@@ -131,6 +131,7 @@ class Interpreter:
         self._relevance: Dict[int, bool] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
         self._synthetic: List[cst.For] = []  # loops a framework runs (see run_framework_loops)
+        self._calls_parameter: Dict[int, bool] = {}
         self._condition_counts: Optional[Dict[str, int]] = None
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values()) or (
             root is not None and root._loaders_matter)
@@ -215,6 +216,19 @@ class Interpreter:
     def eventful(self, fn: Function) -> bool:
         return id(fn.node) in self._eventful
 
+    def worth_inlining(self, fn: Function) -> bool:
+        """Eventful, or it calls an object its caller passes in (``loss_scaler(loss, optimizer)``
+        with ``loss_scaler`` a parameter): what that does depends on the caller's objects."""
+        if id(fn.node) in self._eventful:
+            return True
+        calls_parameter = self._calls_parameter.get(id(fn.node))
+        if calls_parameter is None:
+            params = set(fn.params) - {"self", "cls"}
+            calls_parameter = self._calls_parameter[id(fn.node)] = bool(params) and any(
+                (dotted(site.call.func) or "").split(".", 1)[0] in params for site in self.sites.in_function(fn)
+            )
+        return calls_parameter
+
     def calls(self, node: cst.CSTNode) -> List[cst.Call]:
         cached = self._calls.get(id(node))
         if cached is None:
@@ -233,7 +247,7 @@ class Interpreter:
             for sub in self.model.subtree(node):
                 if isinstance(sub, cst.Call):
                     callee = self._local_callee(sub, frame, parse=False)
-                    cached = self._owner(callee).eventful(callee) if callee is not None else (
+                    cached = self._owner(callee).worth_inlining(callee) if callee is not None else (
                         self._may_event(sub, fn, relevance=True) or self._may_train_elsewhere(sub))
                 elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
                     cached = True
@@ -723,15 +737,25 @@ class Interpreter:
     def _method_of_object(self, call: cst.Call, frame: Frame) -> Optional[Function]:
         """``trainer.train()`` where ``trainer`` was built from a class of this module or the project."""
         func = call.func
-        if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name) or func.value.value == "self":
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
+            holder, method = func.value, func.attr.value
+        elif isinstance(func, cst.Name):
+            holder, method = func, "__call__"  # the object itself is called
+        else:
             return None
-        values = self.model.values_assigned(func.value.value)
-        if len(values) != 1 or not isinstance(values[0], cst.Call):
-            return None
-        class_name = dotted(values[0].func)
-        if not class_name or "." in class_name:
-            return None
-        return self.model.method_of_class(class_name, func.attr.value)
+        # Built here, or (a parameter of a function run for the checked file) built by the caller.
+        places = [(self.model, holder.value)]
+        resolved = frame.resolve(holder)
+        if resolved is not None and (self._root is not self or resolved != holder.value):
+            places.append((self._root.model, resolved))
+        for model, name in places:
+            values = model.values_assigned(name)
+            if len(values) != 1 or not isinstance(values[0], cst.Call):
+                continue
+            class_name = dotted(values[0].func)
+            if class_name and "." not in class_name:
+                return model.method_of_class(class_name, method)
+        return None
 
     def _locals_of(self, fn: Function) -> FrozenSet[str]:
         names = {p for p in fn.params if p not in ("self", "cls")}
@@ -786,7 +810,10 @@ class Interpreter:
                     return scope.nested[func.value]
                 scope = scope.parent
             local = self.model.functions.get(func.value)
-            return local if local is not None or not parse else self._project_function(call)
+            if local is not None or not parse:
+                return local
+            # ``loss_scaler(loss, optimizer)``: an object of a known class, called: its __call__
+            return self._method_of_object(call, frame) or self._project_function(call)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             if frame.cls is not None:
                 return self.model.methods.get((frame.cls, func.attr.value))
@@ -826,7 +853,7 @@ class Interpreter:
 
     def _inline(self, callee: Function, call: cst.Call, states: List[PathState], frame: Frame) -> List[PathState]:
         owner = self._owner(callee)
-        if not owner.eventful(callee):
+        if not owner.worth_inlining(callee):
             return states
         if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
             return self._feed(states, self.extractor.unknown(call))  # not followed: it may do anything
@@ -864,6 +891,8 @@ class Interpreter:
                 bound.update((k, v) for k, v in frame.subst if k == "self" or k.startswith("self."))
             else:
                 bound.update(self._constructed(callee, func.value, frame))
+        elif callee.cls is not None and callee.name == "__call__" and isinstance(func, cst.Name):
+            bound.update(self._constructed(callee, func, frame))  # ``scaler(loss, optimizer)``
         positional = [a for a in call.args if a.keyword is None and not a.star]
         for param, arg in zip(params, positional):
             path = frame.resolve(arg.value)

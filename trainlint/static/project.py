@@ -155,11 +155,27 @@ class Project:
             self.read[path] = hashlib.sha256(model.source.encode("utf-8")).hexdigest()
         return model
 
-    def _find(self, name: str, importer: ModuleModel) -> Optional[Path]:
+    def imports_training_text(self, source: str) -> bool:
+        """Does the checked file import a project module whose text can hold a training event?
+        Read from the import lines of the text, before parsing: a script whose loop calls
+        ``engine.train_one_epoch`` has no event of its own to pass the rules' pre-filter."""
+        for found in _IMPORT_LINE.finditer(source):
+            module, names = found.group("module") or found.group("plain"), found.group("names") or ""
+            candidates = [module] + [f"{module}.{n}" if not module.endswith(".") else module + n
+                                     for n in re.findall(r"\w+", names)]
+            for candidate in candidates:
+                if candidate.lstrip(".").split(".", 1)[0] in _NEVER_PROJECT:
+                    break
+                path = self._find(candidate, None)
+                if path is not None and _has_event_text(path):
+                    return True
+        return False
+
+    def _find(self, name: str, importer: Optional[ModuleModel]) -> Optional[Path]:
         level = len(name) - len(name.lstrip("."))
         parts = [p for p in name.lstrip(".").split(".") if p]
         if level:
-            base = (importer.path or self.path).resolve().parent
+            base = ((importer.path if importer is not None else None) or self.path).resolve().parent
             for _ in range(level - 1):
                 base = base.parent
             bases = [base]
@@ -172,6 +188,11 @@ class Project:
         return found if found != self.path else None
 
 
+_IMPORT_LINE = re.compile(
+    r"^[ \t]*(?:from[ \t]+(?P<module>\.*[\w.]*)[ \t]+import[ \t]+\(?(?P<names>[\w, \t]*)"
+    r"|import[ \t]+(?P<plain>[\w.]+))",
+    re.MULTILINE,
+)
 _EVENT_TEXT = re.compile(
     r"\.backward\(|\.step\(|zero_grad|set_epoch|clip_grad|\.eval\(\)|\.train\(|no_sync|unscale_|\.scale\(|"
     r"\.grad\b|backward|optimizer"
