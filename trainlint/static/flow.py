@@ -140,11 +140,12 @@ class Interpreter:
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
         self._event_names = _EVENT_NAMES | wrapped | aliases
         self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary)
-        self._partial_clears = _partial_clears(model)
-        self._flags = _literal_flags(model)
-        self._eventful = self._eventful_functions()
+        # Facts of the module alone, whoever calls it: computed once per module, not per checked file.
+        self._partial_clears = model.memo("partial_clears", lambda: _partial_clears(model))
+        self._flags = model.memo("literal_flags", lambda: _literal_flags(model))
+        self._eventful_ids: Optional[Set[int]] = None  # computed on first use (a child may only be asked for summaries)
 
-        self._sync_managed = _manages_sync(model)
+        self._sync_managed = model.memo("manages_sync", lambda: _manages_sync(model))
 
     def _is_event_name(self, name: str) -> bool:
         return name in self._event_names or _BACKWARD_NAME.search(name) is not None or name.endswith("zero_grad")
@@ -213,19 +214,27 @@ class Interpreter:
                     changed = True
         return eventful
 
+    @property
+    def _eventful(self) -> Set[int]:
+        if self._eventful_ids is None:
+            self._eventful_ids = self._eventful_functions()
+        return self._eventful_ids
+
     def eventful(self, fn: Function) -> bool:
         return id(fn.node) in self._eventful
 
     def worth_inlining(self, fn: Function) -> bool:
         """Eventful, or it calls an object its caller passes in (``loss_scaler(loss, optimizer)``
         with ``loss_scaler`` a parameter): what that does depends on the caller's objects."""
-        if id(fn.node) in self._eventful:
-            return True
+        return id(fn.node) in self._eventful or self.calls_parameter(fn)
+
+    def calls_parameter(self, fn: Function) -> bool:
+        """Does ``fn`` call the object a parameter holds (``loss_scaler(loss, optimizer)``)?"""
         calls_parameter = self._calls_parameter.get(id(fn.node))
         if calls_parameter is None:
             params = set(fn.params) - {"self", "cls"}
             calls_parameter = self._calls_parameter[id(fn.node)] = bool(params) and any(
-                (dotted(site.call.func) or "").split(".", 1)[0] in params for site in self.sites.in_function(fn)
+                isinstance(site.call.func, cst.Name) and site.call.func.value in params for site in self.sites.in_function(fn)
             )
         return calls_parameter
 
@@ -830,9 +839,15 @@ class Interpreter:
         return self.project.function(self.model, name)
 
     def _may_train_elsewhere(self, call: cst.Call) -> bool:
-        """A call into a project module whose text has training events (not parsed to find out)."""
+        """A call into a project function that may produce an event: its module's text mentions
+        training (checked without parsing), and then its summary, computed once, has an event."""
         name = dotted(call.func) if self.project is not None else None
-        return bool(name) and self.project.may_train(self.model, name)
+        if not name or not self.project.may_train(self.model, name):
+            return False
+        callee = self.project.function(self.model, name)
+        if callee is None:
+            return True  # a class, a re-export: not read, so it may
+        return bool(self._foreign_summary(callee)) or self._owner(callee).calls_parameter(callee)
 
     def _owner(self, fn: Function) -> "Interpreter":
         """The interpreter of the module that defines ``fn``."""
@@ -854,6 +869,10 @@ class Interpreter:
     def _inline(self, callee: Function, call: cst.Call, states: List[PathState], frame: Frame) -> List[PathState]:
         owner = self._owner(callee)
         if not owner.worth_inlining(callee):
+            return states
+        if owner is not self and not owner.calls_parameter(callee) and not owner.evidence.summary(callee):
+            # Another module's function whose summary (computed once, through what it calls) has
+            # no event: its text mentioned training, its code does nothing to these objects.
             return states
         if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
             return self._feed(states, self.extractor.unknown(call))  # not followed: it may do anything

@@ -72,6 +72,7 @@ class ModuleModel:
         self._sites = None
         self._preorder: Optional[Preorder] = None
         self._values: Optional[Values] = None
+        self._memo: Dict[str, object] = {}
         self.project = None  # the checked file's Project, when its imports can be followed
         self._infer_roles()
 
@@ -244,6 +245,12 @@ class ModuleModel:
         if local is None and self.project is not None:
             return self.project.method(self, class_name, method)
         return local
+
+    def memo(self, name: str, compute):
+        """A fact of this module alone (independent of who calls into it), computed once."""
+        if name not in self._memo:
+            self._memo[name] = compute()
+        return self._memo[name]
 
     @property
     def values(self) -> Values:

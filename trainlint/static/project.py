@@ -193,9 +193,12 @@ _IMPORT_LINE = re.compile(
     r"|import[ \t]+(?P<plain>[\w.]+))",
     re.MULTILINE,
 )
+# Text a module needs for one of its functions to produce a training event: the event calls, a
+# call of anything named like a backward (not ``def backward(ctx, ...)`` of autograd functions),
+# an optimizer handled. Modules without it are never parsed to be followed.
 _EVENT_TEXT = re.compile(
     r"\.backward\(|\.step\(|zero_grad|set_epoch|clip_grad|\.eval\(\)|\.train\(|no_sync|unscale_|\.scale\(|"
-    r"\.grad\b|backward|optimizer"
+    r"\.grad\b|(?<!def )\b\w*backward\w*\(|\boptimizer\b"
 )
 _TEXT_CHECKED: Dict[Path, bool] = {}
 
