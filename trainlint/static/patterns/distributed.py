@@ -100,6 +100,8 @@ def _guarded(ctx: Context, site, depth: int = 0) -> bool:
 
 
 _PER_CALL_NAME = re.compile(r"rank|uuid|getpid|pid\b|time\(|datetime|process_index|local_process", re.IGNORECASE)
+# A temporary file or an in-memory buffer is each process's own (tempfile names are unique).
+_PRIVATE_FILE = re.compile(r"\btempfile\.|mkstemp|mkdtemp|NamedTemporaryFile|TemporaryFile|TemporaryDirectory|BytesIO")
 
 
 def _per_rank_file(ctx: Context, site) -> bool:
@@ -107,7 +109,25 @@ def _per_rank_file(ctx: Context, site) -> bool:
     (``f"queue{rank}.pth"``, ``batch-{uuid4()}.pt``), also through the variable holding the path.
     (An epoch number is the same on every rank: ``checkpoint{epoch}.pth`` is shared.)"""
     path = site.call.args[1].value if len(site.call.args) > 1 else None
-    return path is not None and _varies(ctx, path, site.function, 0)
+    return path is not None and (_varies(ctx, path, site.function, 0) or _private_file(ctx, path, site.function))
+
+
+def _private_file(ctx: Context, path: cst.BaseExpression, fn) -> bool:
+    """``with tempfile.NamedTemporaryFile() as tmp: torch.save(obj, tmp.name)``, ``buffer =
+    io.BytesIO()``: a file no other rank writes."""
+    root = (dotted(path) or "").split(".", 1)[0]
+    if not root:
+        return False
+    scope = fn.node if fn is not None else ctx.model.module
+    for node in ctx.model.subtree(scope):
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if isinstance(item.asname, cst.AsName) and isinstance(item.asname.name, cst.Name) \
+                        and item.asname.name.value == root and _PRIVATE_FILE.search(ctx.code(item.item)):
+                    return True
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    return any(isinstance(target, cst.Name) and target.value == root and _PRIVATE_FILE.search(ctx.code(value))
+               for target, value in assigns)
 
 
 def _varies(ctx: Context, expr: cst.BaseExpression, fn, depth: int) -> bool:
