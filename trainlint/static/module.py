@@ -48,6 +48,13 @@ class Function:
         body = self.node.body
         return body.body if isinstance(body, cst.IndentedBlock) else [body]
 
+    def default(self, param: str) -> Optional[cst.BaseExpression]:
+        """The default value of a parameter, when it has one."""
+        for candidate in _all_params(self.node.params):
+            if candidate.name.value == param:
+                return candidate.default
+        return None
+
 
 def block(node: cst.BaseSuite) -> Body:
     return node.body if isinstance(node, cst.IndentedBlock) else [node]  # type: ignore[return-value]
@@ -69,6 +76,7 @@ class ModuleModel:
         self._collect(module.body, cls=None, func=None)
         self.roles = RoleTable()
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
+        self._class_assigned: Optional[Dict[Tuple[str, str], List[Tuple[Function, cst.BaseExpression]]]] = None
         self._sites = None
         self._preorder: Optional[Preorder] = None
         self._values: Optional[Values] = None
@@ -287,6 +295,19 @@ class ModuleModel:
                 if key:
                     self._assigned.setdefault(key, []).append(value)
         return self._assigned.get(path, [])
+
+    def assignments_in_class(self, cls: str, path: str) -> List[Tuple[Function, cst.BaseExpression]]:
+        """(method, value) for every assignment to ``path`` in the methods of class ``cls``: what
+        ``self.x`` is for that class (indexed once)."""
+        if self._class_assigned is None:
+            self._class_assigned = {}
+            for fn in self.all_functions:
+                if fn.cls is not None:
+                    for target, value in fn.assigns:
+                        key = dotted(target)
+                        if key:
+                            self._class_assigned.setdefault((fn.cls, key), []).append((fn, value))
+        return self._class_assigned.get((cls, path), [])
 
     # ----------------------------------------------------------------- call graph
     def called_names(self) -> Dict[str, int]:

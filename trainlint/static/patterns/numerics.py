@@ -1,15 +1,15 @@
 """Losses on probabilities and attention arguments: TL801, TL802, TL803, TL804."""
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional, Sequence
 
 import libcst as cst
 
 from ..calls import arg, is_none, literal_bool, literal_number
-from ..module import Function
+from ..module import Function, ModuleModel
 from ..names import dotted
 from ..roles import LOSS_FN
-from ..walk import walk
+from ..walk import children, walk
 from . import Context, Match
 
 _CE_FUNCTIONS = {"cross_entropy"}
@@ -24,13 +24,13 @@ def _last(node: cst.BaseExpression) -> str:
     return (dotted(node) or "").rsplit(".", 1)[-1]
 
 
-def _loss_kind(ctx: Context, call: cst.Call) -> Optional[str]:
+def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function]) -> Optional[str]:
     """"ce", "nll" or "bce" for a call of such a loss function or loss module."""
     name = _last(call.func)
     role = ctx.model.roles.get(dotted(call.func))
     module_class = None
-    if role is not None and role.kind == LOSS_FN:
-        module_class = _loss_class(ctx, dotted(call.func))
+    if role is None or role.kind == LOSS_FN:
+        module_class = _loss_class(ctx, dotted(call.func), fn)
     if name in _CE_FUNCTIONS or module_class in _CE_MODULES:
         return "ce"
     if name in _NLL_FUNCTIONS or module_class in _NLL_MODULES:
@@ -40,12 +40,25 @@ def _loss_kind(ctx: Context, call: cst.Call) -> Optional[str]:
     return None
 
 
-def _loss_class(ctx: Context, path: Optional[str]) -> Optional[str]:
+def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function]) -> Optional[str]:
     """The loss module class assigned to ``path``; None when it is assigned anything else too
-    (``self.loss_fn`` chosen by a branch: which one a call uses is not known)."""
-    values = ctx.model.values_assigned(path) if path else []
+    (``self.loss_fn`` chosen by a branch: which one a call uses is not known). A parameter stored
+    there (``self.loss = loss``) is its default: the loss the code is written for."""
+    values = _assigned_following_defaults(ctx.model, path, fn) if path else []
     classes = {_last(v.func) if isinstance(v, cst.Call) else None for v in values}
     return classes.pop() if len(classes) == 1 else None
+
+
+def _assigned_following_defaults(model: ModuleModel, path: str, fn: Optional[Function]) -> List[Optional[cst.BaseExpression]]:
+    """Every value assigned to ``path``, with a parameter of the assigning method replaced by its
+    default value (None when it has none: the value is then not known). ``self.loss`` used in a
+    method is the attribute of that method's class: other classes' ``self.loss`` are other objects."""
+    if fn is None or fn.cls is None or not path.startswith("self."):
+        return list(model.values_assigned(path))
+    return [
+        assigner.default(value.value) if isinstance(value, cst.Name) and value.value in assigner.params else value
+        for assigner, value in model.assignments_in_class(fn.cls, path)
+    ]
 
 
 def _producer(ctx: Context, expr: cst.BaseExpression, fn: Optional[Function]) -> Optional[cst.Call]:
@@ -66,21 +79,173 @@ def _is_call_named(call: Optional[cst.Call], names) -> bool:
 
 def softmax_before_cross_entropy(ctx: Context) -> Iterable[Match]:
     for site in ctx.sites.sites:
-        kind = _loss_kind(ctx, site.call)
+        kind = _loss_kind(ctx, site.call, site.function)
         if kind not in ("ce", "nll") or not site.call.args:
             continue
-        produced = _producer(ctx, site.call.args[0].value, site.function)
-        if kind == "ce" and _is_call_named(produced, ("softmax", "log_softmax", "Softmax", "LogSoftmax")):
-            what = _last(produced.func)
-        elif kind == "nll" and _is_log_of_softmax(ctx, produced, site.function):
+        logits = site.call.args[0].value
+        if kind == "ce":
+            what = _output_of(ctx.model, logits, site.function, _PROBABILITIES)
+        elif _is_log_of_softmax(ctx, _producer(ctx, logits, site.function), site.function):
             what = "log(softmax(...))"
         else:
+            what = None
+        if what is None:
             continue
         yield Match("TL801", site.call, lambda line_of, c=site.call, w=what: (
             f"{ctx.label(c)} receives the output of {w}, but cross-entropy applies log_softmax "
             f"itself: the logits are squashed twice, gradients shrink as predictions sharpen and "
             f"training stalls at a worse loss; pass the raw logits (or log_softmax + NLLLoss)."
         ))
+
+
+# Ops (functions, tensor methods, module classes) whose output is probabilities, not logits.
+_PROBABILITIES = frozenset({"softmax", "log_softmax", "Softmax", "LogSoftmax"})
+# Tensor methods that reshape, move or copy a tensor: probabilities stay probabilities.
+_SAME_VALUES = frozenset({
+    "view", "reshape", "resize", "squeeze", "unsqueeze", "transpose", "permute", "contiguous", "flatten",
+    "float", "double", "half", "to", "cpu", "cuda", "clone",
+})
+_MAX_DEPTH = 6
+
+
+def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Function], ops, depth: int = 0) -> Optional[str]:
+    """Which of ``ops`` produced the value of ``expr``, when every way it is computed agrees; None
+    when that is not known. Followed: shape-only methods and indexing, local names and loops over
+    them, modules built as one of ``ops`` (``self.softmax = nn.Softmax(1)``, a Sequential ending in
+    one), and models whose forward returns such a value (the class defined here or in the project)."""
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(expr, cst.Subscript):
+        return _output_of(model, expr.value, fn, ops, depth + 1)
+    if isinstance(expr, cst.Name):
+        return _output_of_name(model, expr.value, fn, ops, depth + 1)
+    if not isinstance(expr, cst.Call):
+        return None
+    func = expr.func
+    name = _last(func)
+    if name in ops:
+        return name
+    if name == "exp" and "log_softmax" in ops:
+        inner = expr.args[0].value if expr.args else func.value if isinstance(func, cst.Attribute) else None
+        if inner is not None and _output_of(model, inner, fn, ops, depth + 1) == "log_softmax":
+            return "exp(log_softmax(...))"  # softmax probabilities, spelled the long way
+        return None
+    if isinstance(func, cst.Attribute) and name in _SAME_VALUES:
+        return _output_of(model, func.value, fn, ops, depth + 1)
+    return _called_module_output(model, func, fn, ops, depth + 1)
+
+
+def _output_of_name(model: ModuleModel, name: str, fn: Optional[Function], ops, depth: int) -> Optional[str]:
+    return _agreed([_output_of(model, value, scope, ops, depth) for value, scope in _values_in_scope(model, name, fn)])
+
+
+def _values_in_scope(model: ModuleModel, path: str, fn: Optional[Function]):
+    """(value, scope it is computed in) for what ``path`` can hold where ``fn`` reads it: the
+    function's own variable, an enclosing function's, the class's attribute for ``self.x``, or the
+    module's. Empty when it is not known: a parameter (its callers decide), a name unpacked from a
+    tuple. ``for out in outputs`` makes ``out`` an element of ``outputs``, which for a tensor of
+    probabilities is probabilities too."""
+    root = path.split(".", 1)[0]
+    scope = fn
+    while scope is not None:
+        if root == "self" and scope.cls is not None:
+            return [(value, assigner) for assigner, value in model.assignments_in_class(scope.cls, path)]
+        if root in scope.params:
+            return []
+        found = _assigned_in(model, scope, scope.assigns, path, root)
+        if found is not None:
+            return found
+        scope = scope.parent
+    return _assigned_in(model, None, model.module_assigns, path, root) or []
+
+
+def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: str, root: str):
+    """The values ``scope`` assigns to ``path``; None when ``scope`` does not bind ``root`` at all
+    (look further out), empty when it binds it in a way not followed (tuple unpacking)."""
+    loops = list(_loops_binding(model, scope, root))
+    binds = bool(loops)
+    values = []
+    for target, value in assigns:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            if any(_root(e.value) == root for e in target.elements):
+                return []
+        elif _root(target) == root:
+            binds = True
+            if dotted(target) == path:
+                values.append((value, scope))
+    if not binds:
+        return None
+    if loops and path != root:
+        return []
+    return values + [(loop.iter, scope) for loop in loops]
+
+
+def _root(target: cst.BaseExpression) -> Optional[str]:
+    return (dotted(target) or "").split(".", 1)[0] or None
+
+
+def _loops_binding(model: ModuleModel, fn: Optional[Function], name: str) -> Iterable[cst.For]:
+    """The for-loops of ``fn`` (or of the module's own statements) whose target is ``name``."""
+    stack: List[cst.CSTNode] = list(fn.body if fn is not None else model.module.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and node.target.value == name:
+            yield node
+        stack.extend(children(node))
+
+
+def _called_module_output(model: ModuleModel, func: cst.BaseExpression, fn: Optional[Function], ops,
+                          depth: int) -> Optional[str]:
+    """What calling the object ``func`` returns, as one of ``ops``: ``nn.Softmax(dim=1)(x)``, or
+    ``self.softmax(x)`` / ``model(x)`` with every value assigned to that path a module that does."""
+    if isinstance(func, cst.Call):
+        return _module_output(model, func, ops, depth)
+    path = dotted(func)
+    if path is None:
+        return None
+    values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if dotted(_unmoved(v)) != path]
+    return _agreed([_module_output(model, v, ops, depth, scope) for v, scope in values])
+
+
+def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``Net().to(device).cuda()`` is the module ``Net()``."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _SAME_VALUES:
+        value = value.func.value
+    return value
+
+
+def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: int,
+                   scope: Optional[Function] = None) -> Optional[str]:
+    """What the module built by ``value`` (in ``scope``) returns when called, as one of ``ops``."""
+    value = _unmoved(value)
+    if depth > _MAX_DEPTH or not isinstance(value, cst.Call):
+        return None
+    cls = _last(value.func)
+    if cls in ops:
+        return cls
+    if cls == "Sequential":
+        layers = [a for a in value.args if a.keyword is None]
+        if not layers or layers[-1].star:
+            return None
+        last = layers[-1].value
+        if isinstance(last, cst.Call):
+            return _module_output(model, last, ops, depth + 1, scope)
+        return _called_module_output(model, last, scope, ops, depth + 1)
+    forward = model.method_of_class(dotted(value.func) or "", "forward")
+    if forward is None or not forward.returns:
+        return None
+    owner = forward.owner or model
+    returned = _agreed([_output_of(owner, ret, forward, ops, depth + 1) for ret in forward.returns])
+    if returned is None or " returned by " in returned:
+        return returned
+    return f"{returned} returned by {cls}.forward"
+
+
+def _agreed(results: Sequence[Optional[str]]) -> Optional[str]:
+    """The one answer every way of computing a value gives; None if any is unknown or they differ."""
+    return results[0] if results and results[0] is not None and all(r == results[0] for r in results) else None
 
 
 def _is_log_of_softmax(ctx: Context, call: Optional[cst.Call], fn) -> bool:
@@ -94,7 +259,7 @@ def _is_log_of_softmax(ctx: Context, call: Optional[cst.Call], fn) -> bool:
 
 def sigmoid_before_bce(ctx: Context) -> Iterable[Match]:
     for site in ctx.sites.sites:
-        if _loss_kind(ctx, site.call) != "bce" or not site.call.args:
+        if _loss_kind(ctx, site.call, site.function) != "bce" or not site.call.args:
             continue
         produced = _producer(ctx, site.call.args[0].value, site.function)
         if _is_call_named(produced, ("sigmoid", "Sigmoid")):
