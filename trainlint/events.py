@@ -67,7 +67,9 @@ class Event:
     optimizer: Optional[str] = None  # SCHEDULER_STEP, UNSCALE: the optimizer it belongs to
     scaled: bool = False  # BACKWARD through scaler.scale(loss)
     loss: Optional[str] = None  # BACKWARD: one of the LOSS_* kinds
-    boundary: Optional[bool] = None  # OPTIMIZER_STEP: statically known accumulation boundary?
+    # OPTIMIZER_STEP: statically known accumulation boundary? ZERO_GRAD: ends the window on purpose
+    # (at the boundary, or discarding a skipped batch)
+    boundary: Optional[bool] = None
     accum: Optional[str] = None  # OPTIMIZER_STEP: how the code names k, for messages
     cadence: Optional[str] = None  # SCHEDULER_STEP: one of the CADENCE_* kinds
     shuffle: Optional[bool] = None  # LOADER_ITER: the loader's DistributedSampler shuffles

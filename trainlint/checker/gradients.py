@@ -86,6 +86,7 @@ class _ZeroState:
     wiped: Optional[Event] = None  # a zero_grad that came after that backward
     stepped: Tuple[Event, ...] = ()  # steps with no zero_grad since (one per optimizer)
     trained: bool = False  # a backward ran on this path: steps without one (a benchmark) reuse gradients
+    crossed: bool = False  # a training loop went round since the last step (static only)
     # Under accumulation: the first backward of the window and a zero_grad after it (later
     # backwards do not make it harmless: the window's earlier micro-batches are lost).
     window: Optional[Event] = None
@@ -126,11 +127,13 @@ class ZeroGradPlacement(Invariant):
             return replace(state, backward=None, wiped=None, stepped=(), window=None, window_wiped=()), []
         if kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             return _ZeroState(), []
+        if kind is EventKind.ITERATION:
+            return replace(state, crossed=True), []
         if kind is EventKind.ZERO_GRAD:
             stepped = tuple(s for s in state.stepped if not _clears(ev, s))
             wiped = ev if state.backward is not None and state.wiped is None else state.wiped
             window_wiped = state.window_wiped
-            if state.window is not None and ev not in window_wiped:
+            if state.window is not None and ev not in window_wiped and not ev.boundary:
                 window_wiped = (window_wiped + (ev,))[-4:]
             return replace(state, wiped=wiped, stepped=stepped, window_wiped=window_wiped), []
         if kind is EventKind.OPTIMIZER_STEP:
@@ -145,7 +148,10 @@ class ZeroGradPlacement(Invariant):
             previous = next((s for s in state.stepped if same_object(s.target, ev.target)), None)
             # Only on a path that trains: steps that never follow a backward (an optimizer
             # benchmark) just reuse gradients; ``p.grad = ...`` between steps is an OPAQUE reset.
-            if previous is not None and state.trained and not ev.manages_grads and not ev.each:
+            # A step in a later pass with no backward since (a batch whose backward was skipped)
+            # adds nothing to the gradients: only a step twice in one pass reuses them.
+            repeats = state.backward is not None or (state.trained and not state.crossed)
+            if previous is not None and repeats and not ev.manages_grads and not ev.each:
                 found.append(Violation("TL105", ev, (("previous", previous),)))
             stepped = tuple(s for s in state.stepped if s.target != ev.target) + (ev,)
             # zero_grads of other optimizers' accumulation windows stay pending for their steps

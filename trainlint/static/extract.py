@@ -52,6 +52,11 @@ class Frame:
     loop_vars: FrozenSet[str] = frozenset()  # names bound by the enclosing for-loops' targets
     explicit_schedule: bool = False  # inside a loop that only steps schedulers (fast-forward)
     accum: Optional[str] = None  # inside an accumulation boundary: how the code names k
+    # Inside a branch that leaves the pass (``if not finite: zero_grad(); continue``): what is
+    # discarded there is discarded on purpose.
+    skipping: bool = False
+    # Parameters the caller gave a condition: (parameter, the condition's key, its polarity).
+    conditions: Tuple[Tuple[str, str, bool], ...] = ()
     # Inside a training loop: the names that change from one pass to the next (assigned in the
     # loop, or locals of a function it calls). A condition on other names is decided once per run:
     # every pass takes the same branch. None outside training loops.
@@ -235,11 +240,11 @@ class Extractor:
         if method == "zero_grad":
             if (receiver or "").split(".", 1)[0] in frame.loop_vars:
                 # ``for opt in optimizers: opt.zero_grad()``: any of them, so it matches every step.
-                return self._event(call, kind=EventKind.ZERO_GRAD, target=None)
+                return self._event(call, kind=EventKind.ZERO_GRAD, target=None, boundary=_ends_window(frame))
             if self._is(receiver, OPTIMIZER, _OPT_NAME):
-                return self._event(call, kind=EventKind.ZERO_GRAD, target=receiver)
+                return self._event(call, kind=EventKind.ZERO_GRAD, target=receiver, boundary=_ends_window(frame))
             # model.zero_grad() clears the gradients of that model's parameters, whatever optimizer.
-            return self._event(call, kind=EventKind.ZERO_GRAD, module=receiver)
+            return self._event(call, kind=EventKind.ZERO_GRAD, module=receiver, boundary=_ends_window(frame))
         if method in _CLIP_FUNCTIONS:
             return self._clip(call)
         if method == "unscale_":
@@ -436,3 +441,9 @@ def _argument(call: cst.Call, where: Optional[library.Argument]) -> Optional[cst
             return by_name
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
     return positional[where.position] if where.position is not None and where.position < len(positional) else None
+
+
+def _ends_window(frame: Frame) -> bool:
+    """A zero_grad at an accumulation boundary, or in a branch that skips the rest of the pass (a
+    non-finite loss discarded), ends the accumulation window on purpose."""
+    return frame.accum is not None or frame.skipping

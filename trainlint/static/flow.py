@@ -132,6 +132,7 @@ class Interpreter:
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
         self._synthetic: List[cst.For] = []  # loops a framework runs (see run_framework_loops)
         self._calls_parameter: Dict[int, bool] = {}
+        self._passed_conditions: Set[str] = set()  # condition keys passed as arguments (see _bind_conditions)
         self._condition_counts: Optional[Dict[str, int]] = None
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values()) or (
             root is not None and root._loaders_matter)
@@ -440,6 +441,9 @@ class Interpreter:
     def _if(self, stmt: cst.If, states: List[PathState], frame: Frame) -> Outcome:
         states = self._expr(stmt.test, states, frame)
         key, polarity = self._cond_key(stmt.test)
+        passed = {param: (caller_key, caller_polarity) for param, caller_key, caller_polarity in frame.conditions}
+        if key in passed:  # ``if update_grad:`` is the caller's condition
+            key, polarity = passed[key][0], passed[key][1] if polarity else not passed[key][1]
         body = block(stmt.body)
         orelse: Sequence[cst.CSTNode] = ()
         if isinstance(stmt.orelse, cst.If):
@@ -448,11 +452,13 @@ class Interpreter:
             orelse = block(stmt.orelse.body)
         k = self._boundary(stmt.test, frame)
         true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
+        if body and isinstance(body[-1], cst.SimpleStatementLine) and isinstance(body[-1].body[-1], (cst.Continue, cst.Break, cst.Raise)):
+            true_frame = replace(true_frame, skipping=True)  # ``if not finite: ...; continue``
         only_true = k is None and not orelse and self._calls_named(stmt.body, "set_epoch")
         # Only a condition tested again later is worth remembering: others would multiply paths.
         # In a training loop, a condition on names no pass changes (``if args.inference_only:``)
         # is tested again by the next pass, and takes the same branch there.
-        remember = self._repeated_conditions().get(key, 0) > 1 or (
+        remember = self._repeated_conditions().get(key, 0) > 1 or key in self._root._passed_conditions or (
             frame.varying is not None and not self._varies(key, frame.varying)
         )
         fires = id(stmt)
@@ -602,6 +608,9 @@ class Interpreter:
             boundaries = self._boundaries_in(body, frame)
             if boundaries:
                 states = [replace(s, unfired=s.unfired | boundaries) for s in states]
+        firsts = self._first_pass_tests(stmt, body)
+        if firsts:
+            states = [replace(s, unfired=s.unfired | firsts) for s in states]
         if self._only_scheduler_steps(stmt, frame):
             # ``for _ in range(n): scheduler.step()`` fast-forwards a schedule on purpose.
             frame = replace(frame, explicit_schedule=True)
@@ -643,9 +652,35 @@ class Interpreter:
             fired_breaks = [s for s in result.breaks if (s.unfired & boundaries) != boundaries]
             result.breaks = _strip(fired_breaks or result.breaks, boundaries)
             result.returns = _strip(result.returns, boundaries)
+        if firsts:
+            # The first pass takes ``if i == 0:`` (a loop over something non-empty).
+            exits = _strip([s for s in exits if not s.unfired & firsts] or exits, firsts)
+            result.breaks = _strip(result.breaks, firsts)
+            result.returns = _strip(result.returns, firsts)
         if stmt.orelse is not None and exits:
             exits = self.block(block(stmt.orelse.body), exits, frame).normal
         return Outcome(normal=_unique(exits + result.breaks), returns=result.returns)
+
+    def _first_pass_tests(self, stmt, body: Sequence[cst.CSTNode]) -> FrozenSet[int]:
+        """``if i == 0:`` directly in the body of ``for i, x in enumerate(...)`` / ``for i in
+        range(n)``: the first pass takes it."""
+        if not isinstance(stmt, cst.For):
+            return frozenset()
+        target = stmt.target
+        if isinstance(target, cst.Tuple) and target.elements and _last_name(stmt.iter.func if isinstance(stmt.iter, cst.Call) else stmt.iter) == "enumerate":
+            target = target.elements[0].value
+        elif not (isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and len(stmt.iter.args) == 1):
+            return frozenset()
+        if not isinstance(target, cst.Name):
+            return frozenset()
+        found = set()
+        for inner in body:
+            test = inner.test if isinstance(inner, cst.If) else None
+            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal) \
+                    and isinstance(test.left, cst.Name) and test.left.value == target.value \
+                    and isinstance(test.comparisons[0].comparator, cst.Integer) and test.comparisons[0].comparator.value == "0":
+                found.add(id(inner))
+        return frozenset(found)
 
     def _last_pass_test(self, test: cst.BaseExpression, frame: Frame) -> Optional[Tuple[int, bool]]:
         """(loop, truth value) when ``test`` tells the last pass of an enclosing ``for v in
@@ -883,9 +918,10 @@ class Interpreter:
             # The callee's own locals and parameters change from call to call.
             varying = frame.varying | self._locals_of(callee)
         foreign = owner is not self
+        conditions = self._bind_conditions(callee, call, frame)
         callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
-                             accum=frame.accum, varying=varying, batches=frame.batches)
-        key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, tuple(states))
+                             accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions)
+        key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
@@ -897,6 +933,21 @@ class Interpreter:
         result = _unique(outcome.normal + outcome.returns)
         self._memo[key] = result
         return result
+
+    def _bind_conditions(self, callee: Function, call: cst.Call, frame: Frame) -> Tuple[Tuple[str, str, bool], ...]:
+        """Parameters given a condition (``update_grad=(i + 1) % k == 0``): inside the callee,
+        ``if update_grad:`` tests the caller's condition, and the caller's later ``if`` on the same
+        condition takes the same branch on the same path."""
+        params = [p for p in callee.params if p not in ("self", "cls")] if callee.cls is not None else list(callee.params)
+        given = list(zip(params, [a.value for a in call.args if a.keyword is None and not a.star]))
+        given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None and a.keyword.value in params]
+        found = []
+        for param, value in given:
+            if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+                key, polarity = self._cond_key(value)
+                self._root._passed_conditions.add(key)
+                found.append((param, key, polarity))
+        return tuple(found)
 
     def _bind(self, callee: Function, call: cst.Call, frame: Frame) -> Tuple[Tuple[str, str], ...]:
         params = list(callee.params)
