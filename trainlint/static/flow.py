@@ -381,6 +381,11 @@ class Interpreter:
             return outcome
         if isinstance(stmt, (cst.Try, cst.TryStar)):
             body = self.block(block(stmt.body), states, frame)
+            for handler in _exhaustion_handlers(stmt, self.calls):
+                # ``try: batch = next(it) except StopIteration: it = iter(loader)``: running out of
+                # data is the normal way to start another pass, not an error path.
+                restarted = self.block(block(handler.body), states, frame)
+                body = _merge(body, restarted, body.normal + restarted.normal)
             if stmt.orelse is not None:
                 rest = self.block(block(stmt.orelse.body), body.normal, frame)
                 body = _merge(body, rest, rest.normal)
@@ -1156,3 +1161,16 @@ def _parameter(params: Sequence[str], where: "library.Argument") -> Optional[str
     if where.keyword is not None and where.keyword in params:
         return where.keyword
     return params[where.position] if where.position is not None and where.position < len(params) else None
+
+
+def _exhaustion_handlers(stmt, calls) -> List[cst.ExceptHandler]:
+    """Handlers of a ``try`` that draws the next batch (``next(it)``, ``it.next()``) and catches
+    StopIteration (or anything): the data ran out."""
+    if not any(
+        (isinstance(call.func, cst.Name) and call.func.value == "next")
+        or (isinstance(call.func, cst.Attribute) and call.func.attr.value in ("next", "__next__"))
+        for call in calls(stmt.body)
+    ):
+        return []
+    return [h for h in stmt.handlers if h.type is None or "StopIteration" in (dotted(h.type) or "")
+            or (isinstance(h.type, cst.Name) and h.type.value in ("Exception", "BaseException"))]

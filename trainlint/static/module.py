@@ -160,7 +160,7 @@ class ModuleModel:
             # DataLoader(ds, sampler=DistributedSampler(ds)), here or returned by a local helper:
             # the sampler is reachable as loader.sampler.
             inline = next((a.value for a in constructor.args if a.keyword is not None and a.keyword.value == "sampler"), None)
-            sampler_role = classify_constructor(inline, self.imports) if isinstance(inline, cst.Call) else None
+            sampler_role = self.role_of_value(inline) if isinstance(inline, cst.Call) else None
             if sampler_role is not None and sampler_role.kind == SAMPLER:
                 self.roles.set(f"{path}.sampler", sampler_role)
                 role = replace(role, sampler=f"{path}.sampler")
@@ -182,7 +182,7 @@ class ModuleModel:
             return self.roles.get(dotted(value))
         if not isinstance(value, cst.Call):
             return None
-        role = classify_constructor(value, self.imports)
+        role = classify_constructor(value, self.imports) or self._role_of_class_alias(value)
         if role is not None and role.kind == SAMPLER and role.shuffle is None:
             # ``shuffle=SHUFFLE`` / ``shuffle=args.shuffle``: a constant or the command line's default
             return replace(role, shuffle=self.values.boolean(arg(value, 3, "shuffle")))
@@ -206,6 +206,22 @@ class ModuleModel:
         if helper is not None and depth < 2:
             for ret in helper.returns:
                 role = self._role_in_function(helper, ret, depth + 1)
+                if role is not None:
+                    return role
+        return None
+
+    def _role_of_class_alias(self, call: cst.Call) -> Optional[Role]:
+        """``sampler_cls = RandomSampler if single else DistributedSampler`` then
+        ``sampler_cls(dataset)``: on the path where the alias is the training class, the call
+        builds that object."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        values = self.values_assigned(call.func.value)
+        if len(values) != 1 or not isinstance(values[0], cst.IfExp):
+            return None
+        for branch in (values[0].body, values[0].orelse):
+            if isinstance(branch, (cst.Name, cst.Attribute)):
+                role = classify_constructor(call.with_changes(func=branch), self.imports)
                 if role is not None:
                     return role
         return None
