@@ -151,12 +151,14 @@ def mirror_roots() -> List[Path]:
 
 
 def find_mirror(repo: str, commit: str, roots: Iterable[Path]) -> Optional[Path]:
-    """The first bare mirror ``ROOT/owner+name/repo`` that holds ``commit``."""
+    """The first mirror ``ROOT/owner+name/repo`` (bare, or a checkout's ``repo/.git``) that
+    holds ``commit``."""
     for root in roots:
-        mirror = root / repo.replace("/", "+") / "repo"
-        if mirror.is_dir() and git_ok(["git", "--git-dir", str(mirror), "cat-file", "-e",
-                                        f"{commit}^{{commit}}"]):
-            return mirror
+        base = root / repo.replace("/", "+") / "repo"
+        for mirror in (base / ".git", base):
+            if mirror.is_dir() and git_ok(["git", "--git-dir", str(mirror), "cat-file", "-e",
+                                            f"{commit}^{{commit}}"]):
+                return mirror
     return None
 
 
