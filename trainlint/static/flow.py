@@ -859,15 +859,63 @@ class Interpreter:
                     return scope.nested[func.value]
                 scope = scope.parent
             local = self.model.functions.get(func.value)
-            if local is not None or not parse:
+            if local is not None:
                 return local
+            referenced = self._referenced(func, frame)
+            if referenced is not None or not parse:
+                return referenced[0] if referenced is not None else None
             # ``loss_scaler(loss, optimizer)``: an object of a known class, called: its __call__
             return self._method_of_object(call, frame) or self._project_function(call)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             if frame.cls is not None:
-                return self.model.methods.get((frame.cls, func.attr.value))
+                method = self.model.methods.get((frame.cls, func.attr.value))
+                if method is None:
+                    referenced = self._referenced(func, frame)
+                    method = referenced[0] if referenced is not None else None
+                return method
             return None
         return self._method_of_object(call, frame) or (self._project_function(call) if parse else None)
+
+    def _referenced(self, func: cst.BaseExpression, frame: Frame) -> Optional[Tuple[Function, Optional[cst.Call]]]:
+        """A name or ``self`` attribute that holds a function of this module: ``step_fn = update``,
+        ``self.update_fn = self.update`` (a bound method kept for later), or
+        ``functools.partial(update, optimizer)``. Returns the function and, for a partial, the
+        call that fixed some of its arguments. Only a single assignment counts: a name given
+        different functions on different paths is left unknown."""
+        if isinstance(func, cst.Name):
+            scope = frame.function
+            values = [v for t, v in scope.assigns if isinstance(t, cst.Name) and t.value == func.value] if scope else []
+            if not values and (scope is None or func.value not in scope.params):
+                values = [v for t, v in self.model.module_assigns if isinstance(t, cst.Name) and t.value == func.value]
+        elif frame.cls is not None:
+            values = [v for _, v in self.model.assignments_in_class(frame.cls, dotted(func) or "")]
+        else:
+            return None
+        if len(values) != 1:
+            return None
+        value, fixed = values[0], None
+        if isinstance(value, cst.Call) and self.model.imports.qualify(value.func) == "functools.partial" and value.args:
+            value, fixed = value.args[0].value, value
+        if isinstance(value, cst.Name):
+            target = self.model.functions.get(value.value)
+        elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self" and frame.cls:
+            target = self.model.methods.get((frame.cls, value.attr.value))
+        else:
+            target = None
+        return (target, fixed) if target is not None else None
+
+    def _arguments(self, call: cst.Call, frame: Frame) -> cst.Call:
+        """The call as the callee receives it: a partial's fixed arguments come first (its
+        keywords are overridden by the call's own)."""
+        referenced = self._referenced(call.func, frame) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+        if referenced is None or referenced[1] is None:
+            return call
+        fixed = referenced[1]
+        given = {a.keyword.value for a in call.args if a.keyword is not None}
+        positional = [a for a in fixed.args[1:] if a.keyword is None] + [a for a in call.args if a.keyword is None]
+        keywords = [a for a in fixed.args[1:] if a.keyword is not None and a.keyword.value not in given]
+        keywords += [a for a in call.args if a.keyword is not None]
+        return call.with_changes(func=fixed.args[0].value, args=positional + keywords)
 
     def _project_function(self, call: cst.Call) -> Optional[Function]:
         """A function of another module of the user's project that this call names."""
@@ -917,6 +965,7 @@ class Interpreter:
         if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
             return self._feed(states, self.extractor.unknown(call))  # not followed: it may do anything
         self.reached.add(id(callee.node))
+        call = self._arguments(call, frame)
         subst = self._bind(callee, call, frame)
         varying = None
         if frame.varying is not None:

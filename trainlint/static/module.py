@@ -113,6 +113,10 @@ class ModuleModel:
             if param.annotation is not None:
                 self.roles_pending_annotations.append((param.name.value, param.annotation.annotation))
         self._collect(fn.body, cls=None, func=fn)
+        if fn.cls is not None and _is_property(node):
+            # ``self.optimizer`` read through a property is what the property returns.
+            attribute = cst.Attribute(value=cst.Name("self"), attr=cst.Name(fn.name))
+            fn.assigns.extend((attribute, value) for value in fn.returns)
 
     def _collect_small(self, small: cst.BaseSmallStatement, func: Optional[Function]) -> None:
         if isinstance(small, (cst.Import, cst.ImportFrom)):
@@ -339,6 +343,11 @@ class ModuleModel:
 
 _PASS_THROUGH = frozenset({"tqdm", "enumerate", "trange", "prefetch", "skip_first_batches"})
 _CALL_RE = re.compile(r"(\bdef\s+)?\b([A-Za-z_]\w*)\s*\(")
+
+
+def _is_property(node: cst.FunctionDef) -> bool:
+    """``@property`` / ``@functools.cached_property`` (the getter, not ``@x.setter``)."""
+    return any((dotted(d.decorator) or "").rsplit(".", 1)[-1] in ("property", "cached_property") for d in node.decorators)
 
 
 def _all_params(params: cst.Parameters) -> List[cst.Param]:
