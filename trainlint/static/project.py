@@ -63,6 +63,7 @@ def forget_parsed() -> None:
     """Drop every kept model (their roles were read under other library descriptions)."""
     _PARSED.clear()
     _TEXT_CHECKED.clear()
+    _BLOCKS.clear()
 
 
 def remember_checked(model: ModuleModel) -> None:
@@ -117,7 +118,14 @@ class Project:
         """Could the project function ``name`` refers to produce a training event? Answered from
         its module's text, without parsing it: most imported helpers of a package cannot."""
         path = self._path_of(model, name)
-        return path is not None and _has_event_text(path)
+        return path is not None and _has_event_text(path) and _definition_may_train(path, name.rsplit(".", 1)[-1])
+
+    def inert(self, model: ModuleModel, name: str) -> bool:
+        """Is ``name`` a function or class of the project whose text cannot produce a training
+        event (its definition, what it calls in its module, nothing imported)? Such a call is
+        known to do nothing to training objects, as if its (empty) summary had been computed."""
+        path = self._path_of(model, name)
+        return path is not None and not (_has_event_text(path) and _definition_may_train(path, name.rsplit(".", 1)[-1]))
 
     def may_freeze(self, model: ModuleModel, name: str) -> bool:
         """Could the project function ``name`` refers to set ``requires_grad``? From its module's
@@ -213,6 +221,73 @@ def _has_event_text(path: Path) -> bool:
             known = False
         _TEXT_CHECKED[path] = known
     return known
+
+
+def _definition_may_train(path: Path, name: str) -> bool:
+    """Could the top-level function or class ``name`` of the module at ``path`` produce a training
+    event? Read from the text of its definition and of the module's other definitions it calls,
+    and of everything it calls that the module imports (which may train elsewhere): a module of
+    a library has event text somewhere, rarely in the helper a file imports from it. Without such
+    text the module is never parsed to follow that call."""
+    blocks = _definition_blocks(path)
+    if name not in blocks:
+        return True  # assigned, re-exported, defined in a branch: not read here, so it may
+    pending, seen = [name], {name}
+    while pending:
+        has_event, called = blocks[pending.pop()]
+        if has_event or called & blocks.imported:
+            return True
+        for callee in called & blocks.keys() - seen:
+            seen.add(callee)
+            pending.append(callee)
+    return False
+
+
+class _Blocks(dict):
+    """Top-level name -> (its text has event text, the names it calls), and the names imported
+    from modules that could be the project's."""
+    imported: frozenset = frozenset()
+
+
+_BLOCKS: "OrderedDict[Path, _Blocks]" = OrderedDict()
+_TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+(\w+)|^@", re.MULTILINE)
+_CALLED = re.compile(r"(?<![\w.])(\w+)(?:\.\w+)*[ \t]*\(")  # f(...), misc.f(...): the first name
+
+
+def _definition_blocks(path: Path) -> _Blocks:
+    blocks = _BLOCKS.get(path)
+    if blocks is not None:
+        _BLOCKS.move_to_end(path)
+        return blocks
+    blocks = _Blocks()
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    described = library.current()
+    starts = list(_TOP_LEVEL.finditer(text))
+    for found, following in zip(starts, starts[1:] + [None]):
+        if found.group(1) is None:
+            continue  # a decorator line: it belongs to the definition below
+        body = text[found.start():following.start() if following is not None else len(text)]
+        has_event = bool(_EVENT_TEXT.search(body)) or described.mentioned(body)
+        blocks.setdefault(found.group(1), (has_event, frozenset(_CALLED.findall(body))))
+    imported = set()
+    for line in _IMPORT_LINE.finditer(text):
+        module = line.group("module") or line.group("plain") or ""
+        if module.lstrip(".").split(".", 1)[0] in _NEVER_PROJECT and not module.startswith("."):
+            continue
+        end = text.find("\n", line.end())
+        statement = text[line.start():end if end >= 0 else len(text)]
+        if "(" in statement and ")" not in statement:  # from .x import (\n a,\n b)
+            close = text.find(")", line.end())
+            statement = text[line.start():close if close >= 0 else len(text)]
+        imported.update(re.findall(r"\w+", statement))
+    blocks.imported = frozenset(imported - {"from", "as", "import"})
+    _BLOCKS[path] = blocks
+    while len(_BLOCKS) > MAX_PARSED * 4:
+        _BLOCKS.popitem(last=False)
+    return blocks
 
 
 def _first_file(bases: List[Path], parts: List[str]) -> Optional[Path]:
