@@ -121,8 +121,7 @@ class Evidence:
             reach.add(EVERYTHING)
         if not families:
             return None
-        label = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
-        return self.extractor._event(call, kind=EventKind.OPAQUE, label=label,
+        return self.extractor._event(call, kind=EventKind.OPAQUE, label=self.extractor.callee_label(call),
                                      families=frozenset(families), reach=tuple(sorted(reach)))
 
     def is_pure(self, call: cst.Call) -> bool:

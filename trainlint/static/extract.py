@@ -102,6 +102,7 @@ class Extractor:
         self.caller_roles = caller_roles
         self.origin = origin
         self._cache: Dict[tuple, Event] = {}
+        self._labels: Dict[int, str] = {}
         # ``scheduler.last_epoch = start_epoch - 1``: a schedule positioned by hand (a resume
         # rewind), so where its steps fall is the program's explicit choice.
         self._positioned = frozenset(
@@ -125,8 +126,14 @@ class Extractor:
         """A call defined elsewhere whose name suggests a training event (``forward_backward_step``,
         ``zero_grad(params)``): its body is not read, so it is not taken as that event; it may do
         anything, and the rules abstain around it."""
-        label = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
-        return self._event(call, kind=EventKind.OPAQUE, label=label, families=ALL_FAMILIES, reach=(EVERYTHING,))
+        return self._event(call, kind=EventKind.OPAQUE, label=self.callee_label(call), families=ALL_FAMILIES, reach=(EVERYTHING,))
+
+    def callee_label(self, call: cst.Call) -> str:
+        """``trainer.fit(...)``: how an unknown call is named in messages (rendered once per call)."""
+        label = self._labels.get(id(call))
+        if label is None:
+            label = self._labels[id(call)] = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
+        return label
 
     def role(self, path: Optional[str]) -> Optional[Role]:
         role = self.model.roles.get(path)
