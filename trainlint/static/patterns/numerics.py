@@ -1,6 +1,7 @@
 """Losses on probabilities and attention arguments: TL801, TL802, TL803, TL804."""
 from __future__ import annotations
 
+import re
 from typing import Iterable, List, Optional, Sequence
 
 import libcst as cst
@@ -26,11 +27,12 @@ def _last(node: cst.BaseExpression) -> str:
 
 def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function]) -> Optional[str]:
     """"ce", "nll" or "bce" for a call of such a loss function or loss module."""
-    name = _last(call.func)
-    role = ctx.model.roles.get(dotted(call.func))
+    func = _called_object(call.func)
+    name = _last(func)
+    role = ctx.model.roles.get(dotted(func))
     module_class = None
     if role is None or role.kind == LOSS_FN:
-        module_class = _loss_class(ctx, dotted(call.func), fn)
+        module_class = _loss_class(ctx, dotted(func), fn)
     if name in _CE_FUNCTIONS or module_class in _CE_MODULES:
         return "ce"
     if name in _NLL_FUNCTIONS or module_class in _NLL_MODULES:
@@ -40,11 +42,22 @@ def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function]) -> Optional
     return None
 
 
+def _called_object(func: cst.BaseExpression) -> cst.BaseExpression:
+    """``loss.forward`` called is ``loss`` called (the hooks aside, the same computation)."""
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        return func.value
+    return func
+
+
 def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function]) -> Optional[str]:
     """The loss module class assigned to ``path``; None when it is assigned anything else too
     (``self.loss_fn`` chosen by a branch: which one a call uses is not known). A parameter stored
-    there (``self.loss = loss``) is its default: the loss the code is written for."""
-    values = _assigned_following_defaults(ctx.model, path, fn) if path else []
+    there (``self.loss = loss``) is its default: the loss the code is written for; a function's
+    parameter is what every caller in the module passes."""
+    if path and fn is not None and path in fn.params and fn.cls is None:
+        values = [v for v, _ in _through_names(ctx.model, _passed(ctx.model, fn, path))]
+    else:
+        values = _assigned_following_defaults(ctx.model, path, fn) if path else []
     classes = {_last(v.func) if isinstance(v, cst.Call) else None for v in values}
     return classes.pop() if len(classes) == 1 else None
 
@@ -132,7 +145,7 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Functi
         return None
     if isinstance(func, cst.Attribute) and name in _SAME_VALUES:
         return _output_of(model, func.value, fn, ops, depth + 1)
-    return _called_module_output(model, func, fn, ops, depth + 1)
+    return _called_module_output(model, _called_object(func), fn, ops, depth + 1)
 
 
 def _output_of_name(model: ModuleModel, name: str, fn: Optional[Function], ops, depth: int) -> Optional[str]:
@@ -151,12 +164,44 @@ def _values_in_scope(model: ModuleModel, path: str, fn: Optional[Function]):
         if root == "self" and scope.cls is not None:
             return [(value, assigner) for assigner, value in model.assignments_in_class(scope.cls, path)]
         if root in scope.params:
-            return []
+            return _passed(model, scope, root) if path == root else []
         found = _assigned_in(model, scope, scope.assigns, path, root)
         if found is not None:
             return found
         scope = scope.parent
     return _assigned_in(model, None, model.module_assigns, path, root) or []
+
+
+def _passed(model: ModuleModel, fn: Function, param: str):
+    """(value, caller's scope) for what the callers give parameter ``param`` of the module-level
+    function ``fn``. Known only when every mention of ``fn`` in the module is a call that gives
+    it (a function passed around as a value, or a default, has callers not seen here)."""
+    if fn.cls is not None or fn.parent is not None or fn.default(param) is not None:
+        return []
+    mentions = len(re.findall(rf"\b{re.escape(fn.name)}\b", model.source)) - 1  # less the def
+    sites = [site for site in model.sites().sites
+             if isinstance(site.call.func, cst.Name) and site.call.func.value == fn.name]
+    if not sites or len(sites) != mentions:
+        return []
+    position = fn.params.index(param)
+    passed = []
+    for site in sites:
+        value = arg(site.call, position, param)
+        if value is None or any(a.star for a in site.call.args):
+            return []
+        passed.append((value, site.function))
+    return passed
+
+
+def _through_names(model: ModuleModel, values, depth: int = 0):
+    """``values`` with each plain name replaced by what it holds in its scope."""
+    found = []
+    for value, scope in values:
+        if isinstance(value, cst.Name) and depth < _MAX_DEPTH:
+            found += _through_names(model, _values_in_scope(model, value.value, scope), depth + 1)
+        else:
+            found.append((value, scope))
+    return found
 
 
 def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: str, root: str):
@@ -205,8 +250,33 @@ def _called_module_output(model: ModuleModel, func: cst.BaseExpression, fn: Opti
     path = dotted(func)
     if path is None:
         return None
-    values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if dotted(_unmoved(v)) != path]
-    return _agreed([_module_output(model, v, ops, depth, scope) for v, scope in values])
+    return _named_module_output(model, path, fn, ops, depth)
+
+
+def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int) -> Optional[str]:
+    """What the module held by ``path`` where ``fn`` reads it returns when called."""
+    # ``model = model.to(device)`` is the same module; a caller's ``model`` passed in is another scope's
+    values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if scope is not fn or dotted(_unmoved(v)) != path]
+    return _agreed([
+        _named_module_output(model, v.value, scope, ops, depth + 1) if isinstance(v, cst.Name) and depth < _MAX_DEPTH
+        else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope)
+        for v, scope in values
+    ])
+
+
+def _last_added(model: ModuleModel, value: cst.BaseExpression, path: str, scope: Optional[Function]) -> cst.BaseExpression:
+    """``seq = nn.Sequential()`` filled by ``seq.add_module(name, layer)`` statements in the same
+    body: the Sequential's output is its last added layer's. Anything else is itself."""
+    if not (isinstance(value, cst.Call) and _last(value.func) == "Sequential" and not value.args):
+        return value
+    added = [
+        small.value for stmt in (scope.body if scope is not None else model.module.body)
+        if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute)
+        and small.value.func.attr.value == "add_module" and dotted(small.value.func.value) == path
+    ]
+    layer = arg(added[-1], 1, "module") if added else None
+    return layer if layer is not None else value
 
 
 def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -233,6 +303,14 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
         if isinstance(last, cst.Call):
             return _module_output(model, last, ops, depth + 1, scope)
         return _called_module_output(model, last, scope, ops, depth + 1)
+    builder = model.functions.get(dotted(value.func) or "")
+    if builder is not None:
+        # ``model = build_model(...)``: the module the function returns
+        return _agreed([
+            _named_module_output(model, ret.value, builder, ops, depth + 1) if isinstance(ret, cst.Name)
+            else _module_output(model, ret, ops, depth + 1, builder)
+            for ret in builder.returns
+        ])
     forward = model.method_of_class(dotted(value.func) or "", "forward")
     if forward is None or not forward.returns:
         return None
