@@ -22,6 +22,7 @@ import libcst as cst
 from .. import checker
 from ..checker import Violation
 from ..events import EVERYTHING, FAMILY_GRADS, Event, EventKind
+from . import library
 from .evidence import Evidence
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
@@ -137,9 +138,13 @@ class Interpreter:
         self._loaders_matter = any(r.kind == "loader" and r.sampler for r in model.roles.roles.values()) or (
             root is not None and root._loaders_matter)
         wrapped = {path.rsplit(".", 1)[-1] for path, role in model.roles.roles.items() if role.kind == "wrapped_model"}
+        # Objects whose call the library descriptions give effects (texar's ``train_op()``).
+        described = library.current()
+        callable_objects = {path.rsplit(".", 1)[-1] for path, role in model.roles.roles.items()
+                            if described.method(role.kind, "__call__") is not None}
         # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
-        self._event_names = _EVENT_NAMES | wrapped | aliases
+        self._event_names = _EVENT_NAMES | wrapped | callable_objects | aliases
         self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary)
         # Facts of the module alone, whoever calls it: computed once per module, not per checked file.
         self._partial_clears = model.memo("partial_clears", lambda: _partial_clears(model))

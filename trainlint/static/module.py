@@ -25,7 +25,7 @@ from .roles import (
 )
 from . import library
 from .values import Values
-from .walk import Preorder
+from .walk import Preorder, walk
 
 Body = Sequence[cst.CSTNode]
 
@@ -73,6 +73,8 @@ class ModuleModel:
         self.module_assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = []
         self.module_aug_assigns: List[cst.AugAssign] = []
         self.roles_pending_annotations: List[Tuple[str, cst.BaseExpression]] = []
+        self.appended: Dict[str, List[cst.BaseExpression]] = {}  # list name -> what .append/.extend put in
+        self.loop_sources: Dict[str, List[cst.BaseExpression]] = {}  # loop variable -> the iterables it runs over
         self._collect(module.body, cls=None, func=None)
         self.roles = RoleTable()
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
@@ -96,6 +98,10 @@ class ModuleModel:
                 self.classes.setdefault(stmt.name.value, stmt)
                 self._collect(block(stmt.body), cls=stmt.name.value, func=func)
             else:
+                if isinstance(stmt, cst.For):
+                    for target in walk(stmt.target):
+                        if isinstance(target, cst.Name):
+                            self.loop_sources.setdefault(target.value, []).append(stmt.iter)
                 for child in _child_blocks(stmt):
                     self._collect(child, cls, func)
 
@@ -130,6 +136,8 @@ class ModuleModel:
             (func.aug_assigns if func else self.module_aug_assigns).append(small)
         elif isinstance(small, cst.Return) and func is not None and small.value is not None:
             func.returns.append(small.value)
+        elif isinstance(small, cst.Expr) and _fills_list(small.value):
+            self.appended.setdefault(small.value.func.value.value, []).append(small.value.args[0].value)
         elif isinstance(small, cst.Expr) and _shards_in_place(small.value):
             # FSDP2's fully_shard(model) wraps the module in place: as if `model = fully_shard(model)`.
             self._assign(func, small.value.args[0].value, small.value)
@@ -170,6 +178,18 @@ class ModuleModel:
                 role = replace(role, sampler=f"{path}.sampler")
         self.roles.set(path, role)
 
+    def _filled(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
+        """``expr`` with its variables replaced by what was put in them (assigned, appended, or
+        iterated over for a loop variable), so that ``AdamW(groups)`` shows the
+        ``model.named_parameters()`` that ``groups`` was built from. Names are matched module-wide;
+        ``depth`` counts the variables followed."""
+        if isinstance(expr, cst.Name) and depth < 4:
+            sources = self.values_assigned(expr.value) + self.appended.get(expr.value, []) + self.loop_sources.get(expr.value, [])
+            return cst.List([cst.Element(self._filled(s, depth + 1)) for s in sources]) if sources else expr
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
+            return cst.List([cst.Element(self._filled(e.value, depth)) for e in expr.elements])
+        return expr
+
     def _constructor_call(self, value: cst.BaseExpression) -> Optional[cst.Call]:
         """The call that builds the value: itself, or what a local helper returns."""
         if not isinstance(value, cst.Call):
@@ -186,7 +206,7 @@ class ModuleModel:
             return self.roles.get(dotted(value))
         if not isinstance(value, cst.Call):
             return None
-        role = classify_constructor(value, self.imports) or self._role_of_class_alias(value)
+        role = classify_constructor(value, self.imports, self._filled) or self._role_of_class_alias(value)
         if role is not None and role.kind == SAMPLER and role.shuffle is None:
             # ``shuffle=SHUFFLE`` / ``shuffle=args.shuffle``: a constant or the command line's default
             return replace(role, shuffle=self.values.boolean(arg(value, 3, "shuffle")))
@@ -375,6 +395,14 @@ def _child_blocks(stmt: cst.CSTNode) -> Iterator[Body]:
         yield block(handler.body)
     for case in getattr(stmt, "cases", ()) or ():
         yield block(case.body)
+
+
+def _fills_list(value: cst.BaseExpression) -> bool:
+    """``groups.append(p)`` / ``groups.extend(ps)`` on a plain variable."""
+    return (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name)
+        and value.func.attr.value in ("append", "extend") and len(value.args) == 1 and value.args[0].keyword is None
+    )
 
 
 def _shards_in_place(value: cst.BaseExpression) -> bool:

@@ -8,7 +8,7 @@ for receivers no assignment explains.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import libcst as cst
 
@@ -70,15 +70,19 @@ _LOSS_CLASSES = {
     "MultiLabelSoftMarginLoss", "SoftMarginLoss", "TripletMarginLoss", "PoissonNLLLoss", "GaussianNLLLoss",
     "MultiMarginLoss", "MultiLabelMarginLoss",
 }
+Expand = Callable[[cst.BaseExpression], cst.BaseExpression]
 _WRAPPERS = {"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel", "fully_shard", "DDP", "FSDP"}
 
 
-def params_owner(node: Optional[cst.CSTNode]) -> Optional[str]:
+def params_owner(node: Optional[cst.CSTNode], expand: Optional[Expand] = None) -> Optional[str]:
     """The model an optimizer's params argument comes from: the common prefix of every
     ``X.parameters()`` / ``X.named_parameters()`` receiver in it (``model`` for param groups
-    built from ``model.backbone`` and ``model.head``)."""
+    built from ``model.backbone`` and ``model.head``). ``expand`` replaces the variables in it by
+    what was put in them (``AdamW(grouped_parameters)``)."""
     if node is None:
         return None
+    if expand is not None and isinstance(node, cst.BaseExpression):
+        node = expand(node)
     owners = []
     for sub in walk(node):
         if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in (
@@ -117,8 +121,9 @@ def _counts_iterations(horizon: Optional[cst.BaseExpression]) -> bool:
     return any("iter" in name.rsplit(".", 1)[-1].lower() for name in names)
 
 
-def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
-    """The role of the object a call constructs, judged by what the callee resolves to."""
+def classify_constructor(call: cst.Call, imports: ImportMap, expand: Optional[Expand] = None) -> Optional[Role]:
+    """The role of the object a call constructs, judged by what the callee resolves to (``expand``:
+    see ``params_owner``)."""
     qualified = imports.qualify(call.func) or ""
     last = (qualified or dotted(call.func) or "").rsplit(".", 1)[-1]
     if not last:
@@ -151,18 +156,18 @@ def classify_constructor(call: cst.Call, imports: ImportMap) -> Optional[Role]:
         return Role(PIPELINE)
     if (qualified.startswith("torch.optim.") and last[:1].isupper() and "lr_scheduler" not in qualified
             and last != "Optimizer") or last == "ZeroRedundancyOptimizer":
-        return Role(OPTIMIZER, module=params_owner(arg(call, 0, "params")))
-    return _library_role(call, qualified, last)
+        return Role(OPTIMIZER, module=params_owner(arg(call, 0, "params"), expand))
+    return _library_role(call, qualified, last, expand)
 
 
-def _library_role(call: cst.Call, qualified: str, last: str) -> Optional[Role]:
+def _library_role(call: cst.Call, qualified: str, last: str, expand: Optional[Expand]) -> Optional[Role]:
     """A third-party constructor, as the library descriptions tell (see library.py)."""
     built = library.current().constructed(qualified or None, last)
     if built is None:
         return None
     if built.role == OPTIMIZER:
         where = built.params or Argument(0, "params")
-        return Role(OPTIMIZER, module=params_owner(arg(call, where.position or 0, where.keyword or "params")))
+        return Role(OPTIMIZER, module=params_owner(arg(call, where.position or 0, where.keyword or "params"), expand))
     if built.role == SCHEDULER:
         where = built.optimizer or Argument(0, "optimizer")
         optimizer = arg(call, where.position or 0, where.keyword or "optimizer")
