@@ -179,8 +179,7 @@ def _passed(model: ModuleModel, fn: Function, param: str):
     if fn.cls is not None or fn.parent is not None or fn.default(param) is not None:
         return []
     mentions = len(re.findall(rf"\b{re.escape(fn.name)}\b", model.source)) - 1  # less the def
-    sites = [site for site in model.sites().sites
-             if isinstance(site.call.func, cst.Name) and site.call.func.value == fn.name]
+    sites = model.sites().calls_of(fn)
     if not sites or len(sites) != mentions:
         return []
     position = fn.params.index(param)
