@@ -90,7 +90,12 @@ def reaches(event: Event, path: Optional[str]) -> bool:
     contains it, or something inside it.) An unknown path could be anything."""
     if path is None or EVERYTHING in event.reach:
         return True
-    return any(path == r or path.startswith(r + ".") or r.startswith(path + ".") for r in event.reach)
+    return any(path == r or _inside(path, r) or _inside(r, path) for r in event.reach)
+
+
+def _inside(path: str, container: str) -> bool:
+    """``loader.sampler`` is inside ``loader``, ``loaders['train']`` inside ``loaders``."""
+    return path.startswith(container + ".") or path.startswith(container + "[")
 
 
 def same_object(a: Optional[str], b: Optional[str]) -> bool:

@@ -112,7 +112,7 @@ class Evidence:
         reach: Set[str] = set()
         families: Set[str] = set()
         for expr in received:
-            path = frame.resolve(expr)
+            path = frame.resolve_keyed(expr)
             if path is None:
                 continue
             self._classify(path, reach, families)
@@ -228,5 +228,7 @@ class Evidence:
 
 
 def _held_roles(roles: Dict[str, object], path: str) -> Iterable[str]:
-    prefix = path + "."
-    return [p for p in roles if p.startswith(prefix) and "." not in p[len(prefix):]] if path != "self" else []
+    if path == "self":
+        return []
+    # ``self.train_loader`` (an attribute) or ``loaders['train']`` (a string-keyed entry)
+    return [p for p in roles for prefix in (path + ".", path + "[") if p.startswith(prefix) and "." not in p[len(prefix):]]

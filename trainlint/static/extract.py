@@ -18,7 +18,7 @@ from ..events import (
 from . import library
 from .losses import classify_loss
 from .module import Function, ModuleModel
-from .names import dotted
+from .names import dotted, keyed, literal_key
 from .walk import walk
 from .roles import ACCELERATOR, ENGINE, FABRIC, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
 
@@ -81,6 +81,11 @@ class Frame:
             if (path == param or path.startswith(param + ".")) and (best is None or len(param) > len(best[0])):
                 best = (param, actual)
         return best[1] + path[len(best[0]):] if best is not None else path
+
+    def resolve_keyed(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+        """``resolve`` that also follows a string-keyed entry (``self.loaders["train"]``)."""
+        found = literal_key(expr) if expr is not None else None
+        return keyed(self.resolve_keyed(found[0]), found[1]) if found is not None else self.resolve(expr)
 
 
 def _last(path: Optional[str]) -> str:
@@ -218,7 +223,9 @@ class Extractor:
         func = call.func
         if isinstance(func, cst.Attribute):
             method = func.attr.value
-            receiver = frame.resolve(func.value)
+            # ``self.optimizers["generator"].step()``: an entry of a dict is judged like an
+            # attribute (by its role, else by the name of the dict holding it).
+            receiver = frame.resolve_keyed(func.value)
             return self._method_event(call, method, func.value, receiver, frame)
         if self._is_wrapped(frame.resolve(func)):
             return self._event(call, kind=EventKind.FORWARD, target=frame.resolve(func), label=_last(dotted(func)) + "(...)")
@@ -408,7 +415,7 @@ class Extractor:
         base = iterable
         while isinstance(base, cst.Call) and _last(dotted(base.func)) in _ITER_WRAPPERS and base.args:
             base = base.args[0].value
-        loader = frame.resolve(base)
+        loader = frame.resolve_keyed(base)
         role = self.role(loader)
         if role is None or role.kind != LOADER or role.sampler is None:
             return None

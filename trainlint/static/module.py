@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from .calls import arg
-from .names import ImportMap, dotted
+from .names import ImportMap, access_path, dotted, keyed, literal_key, plain_key
 from .roles import (
     LOADER,
     SAMPLER,
@@ -164,6 +164,14 @@ class ModuleModel:
                 self.roles.set(dotted(path), role)
             return
         path = dotted(target)
+        if path is None and literal_key(target) is not None and self._holds_data(value):
+            path = access_path(target)  # ``samplers["train"] = DistributedSampler(...)``
+        if isinstance(value, cst.Dict):
+            self._roles_of_entries(path, value)
+        self._role_of_path(path, value, scope)
+
+    def _role_of_path(self, path: Optional[str], value: cst.BaseExpression,
+                      scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]] = ()) -> None:
         role = self.role_of_value(value)
         if role is not None and role.kind == SCHEDULER and isinstance(value, (cst.Name, cst.Attribute)):
             role = _optimizer_stored_alongside(role, scope)
@@ -177,6 +185,19 @@ class ModuleModel:
                 self.roles.set(f"{path}.sampler", sampler_role)
                 role = replace(role, sampler=f"{path}.sampler")
         self.roles.set(path, role)
+
+    def _roles_of_entries(self, path: Optional[str], value: cst.Dict) -> None:
+        """``loaders = {"train": DataLoader(..., sampler=sampler)}``: each string-keyed entry is an
+        access path of its own (``loaders['train']``), for loaders and samplers only: the objects
+        whose passes and epochs TL301 follows (other kinds kept in a dict stay unknown)."""
+        for element in value.elements:
+            key = plain_key(element.key) if isinstance(element, cst.DictElement) else None
+            if key is not None and self._holds_data(element.value):
+                self._role_of_path(keyed(path, key), element.value)
+
+    def _holds_data(self, value: cst.BaseExpression) -> bool:
+        role = self.role_of_value(value)
+        return role is not None and role.kind in (LOADER, SAMPLER)
 
     def _filled(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
         """``expr`` with its variables replaced by what was put in them (assigned, appended, or
@@ -202,8 +223,8 @@ class ModuleModel:
     def role_of_value(self, value: cst.BaseExpression, depth: int = 0) -> Optional[Role]:
         if isinstance(value, cst.IfExp):
             return self.role_of_value(value.body, depth) or self.role_of_value(value.orelse, depth)
-        if isinstance(value, (cst.Name, cst.Attribute)):
-            return self.roles.get(dotted(value))
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):
+            return self.roles.get(access_path(value))
         if not isinstance(value, cst.Call):
             return None
         role = classify_constructor(value, self.imports, self._filled) or self._role_of_class_alias(value)

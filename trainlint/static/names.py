@@ -6,7 +6,8 @@ names and attributes (``self.optimizer``), so one pass over the imports is enoug
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+import re
+from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
@@ -21,6 +22,37 @@ def dotted(node: cst.BaseExpression) -> Optional[str]:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+def literal_key(node: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, str]]:
+    """(container, key) for ``x["train"]``: a subscript by one plain string literal, else None."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return None
+    index = node.slice[0].slice
+    key = plain_key(index.value) if isinstance(index, cst.Index) else None
+    return (node.value, key) if key is not None else None
+
+
+def plain_key(node: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The text of a string literal that reads as a name (``"train"``), else None."""
+    value = node.evaluated_value if isinstance(node, cst.SimpleString) else None
+    return value if isinstance(value, str) and _PLAIN_KEY.match(value) else None
+
+
+def keyed(container: Optional[str], key: str) -> Optional[str]:
+    """The access path of ``container["key"]`` (``loaders['train']``)."""
+    return f"{container}['{key}']" if container else None
+
+
+def access_path(node: cst.BaseExpression) -> Optional[str]:
+    """``dotted`` extended to string-keyed subscripts: ``loaders['train']``, ``self.samplers['dev']``."""
+    found = literal_key(node)
+    if found is None:
+        return dotted(node)
+    return keyed(access_path(found[0]), found[1])
+
+
+_PLAIN_KEY = re.compile(r"^\w+$")
 
 
 def _module_name(node) -> str:

@@ -16,7 +16,7 @@ from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC
 from .calls import arg, kwarg, literal_bool, literal_str
 from . import library
 from .library import Argument
-from .names import ImportMap, dotted
+from .names import ImportMap, access_path, dotted
 from .walk import walk
 
 OPTIMIZER = "optimizer"
@@ -146,7 +146,7 @@ def classify_constructor(call: cst.Call, imports: ImportMap, expand: Optional[Ex
         return Role(SAMPLER, shuffle=value)
     if last == "DataLoader" and (not resolved or qualified.startswith("torch")):
         sampler = kwarg(call, "sampler")
-        return Role(LOADER, sampler=dotted(sampler.value) if sampler is not None else None)
+        return Role(LOADER, sampler=access_path(sampler.value) if sampler is not None else None)
     if last in _LOSS_CLASSES and (not resolved or qualified.startswith("torch")):
         reduction = kwarg(call, "reduction")
         return Role(LOSS_FN, reduction=literal_str(reduction.value) if reduction is not None else "mean")
