@@ -147,12 +147,19 @@ class Project:
 
     def method(self, model: ModuleModel, class_name: str, method: str) -> Optional[Function]:
         """A method of a class that ``model`` imports from the project (``from model import GPT``)."""
-        qualified = model.imports.names.get(class_name)
-        if qualified is None or "." not in qualified:
-            return None
-        module_name, _, cls = qualified.rpartition(".")
-        other = self.module(module_name, model)
-        return other.methods.get((cls, method)) if other is not None else None
+        for _ in range(_REEXPORT_HOPS):
+            qualified = model.imports.names.get(class_name)
+            if qualified is None or "." not in qualified:
+                return None
+            module_name, _, class_name = qualified.rpartition(".")
+            other = self.module(module_name, model)
+            if other is None or other is model:
+                return None
+            found = other.methods.get((class_name, method))
+            if found is not None:
+                return found
+            model = other  # a package's ``__init__`` re-exporting the class: ``from .layers import X``
+        return None
 
     def module(self, name: str, importer: ModuleModel) -> Optional[ModuleModel]:
         path = self._find(name, importer)
@@ -196,6 +203,8 @@ class Project:
         return found if found != self.path else None
 
 
+# How many re-exports (``from .module import X`` in a package's __init__) a class is followed through.
+_REEXPORT_HOPS = 3
 _IMPORT_LINE = re.compile(
     r"^[ \t]*(?:from[ \t]+(?P<module>\.*[\w.]*)[ \t]+import[ \t]+\(?(?P<names>[\w, \t]*)"
     r"|import[ \t]+(?P<plain>[\w.]+))",

@@ -1,8 +1,8 @@
 """Losses on probabilities and attention arguments: TL801, TL802, TL803, TL804."""
 from __future__ import annotations
 
-import re
-from typing import Iterable, List, Optional, Sequence
+from collections import Counter
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -118,20 +118,22 @@ _SAME_VALUES = frozenset({
     "view", "reshape", "resize", "squeeze", "unsqueeze", "transpose", "permute", "contiguous", "flatten",
     "float", "double", "half", "to", "cpu", "cuda", "clone",
 })
-_MAX_DEPTH = 6
+_MAX_DEPTH = 12
 
 
-def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Function], ops, depth: int = 0) -> Optional[str]:
+def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Function], ops, depth: int = 0,
+               bound: Bindings = None) -> Optional[str]:
     """Which of ``ops`` produced the value of ``expr``, when every way it is computed agrees; None
     when that is not known. Followed: shape-only methods and indexing, local names and loops over
     them, modules built as one of ``ops`` (``self.softmax = nn.Softmax(1)``, a Sequential ending in
-    one), and models whose forward returns such a value (the class defined here or in the project)."""
+    one), and models whose forward returns such a value (the class defined here or in the project),
+    with the forward's parameters bound to what the call passes (``bound``)."""
     if depth > _MAX_DEPTH:
         return None
     if isinstance(expr, cst.Subscript):
-        return _output_of(model, expr.value, fn, ops, depth + 1)
+        return _output_of(model, expr.value, fn, ops, depth + 1, bound)
     if isinstance(expr, cst.Name):
-        return _output_of_name(model, expr.value, fn, ops, depth + 1)
+        return _output_of_name(model, expr.value, fn, ops, depth + 1, bound)
     if not isinstance(expr, cst.Call):
         return None
     func = expr.func
@@ -140,16 +142,75 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Functi
         return name
     if name == "exp" and "log_softmax" in ops:
         inner = expr.args[0].value if expr.args else func.value if isinstance(func, cst.Attribute) else None
-        if inner is not None and _output_of(model, inner, fn, ops, depth + 1) == "log_softmax":
+        if inner is not None and _output_of(model, inner, fn, ops, depth + 1, bound) == "log_softmax":
             return "exp(log_softmax(...))"  # softmax probabilities, spelled the long way
         return None
     if isinstance(func, cst.Attribute) and name in _SAME_VALUES:
-        return _output_of(model, func.value, fn, ops, depth + 1)
-    return _called_module_output(model, _called_object(func), fn, ops, depth + 1)
+        return _output_of(model, func.value, fn, ops, depth + 1, bound)
+    return _called_module_output(model, _called_object(func), fn, ops, depth + 1, bound, expr)
 
 
-def _output_of_name(model: ModuleModel, name: str, fn: Optional[Function], ops, depth: int) -> Optional[str]:
-    return _agreed([_output_of(model, value, scope, ops, depth) for value, scope in _values_in_scope(model, name, fn)])
+def _output_of_name(model: ModuleModel, name: str, fn: Optional[Function], ops, depth: int,
+                    bound: Bindings = None) -> Optional[str]:
+    passed = _bound_value(bound, fn, name)
+    if passed is not None:
+        value, scope, caller = passed
+        return _output_of(caller, value, scope, ops, depth, bound)
+    return _agreed([_output_of(model, value, scope, ops, depth, bound) for value, scope in _values_in_scope(model, name, fn)])
+
+
+# What a call passes to the parameters of the forward it runs: (id(forward), parameter) ->
+# (argument, the caller's scope, the caller's module). The caller may itself be a bound forward.
+Bindings = Optional[Dict[Tuple[int, str], Tuple[cst.BaseExpression, Optional[Function], ModuleModel]]]
+
+
+def _bound_value(bound: Bindings, fn: Optional[Function], name: str):
+    return bound.get((id(fn), name)) if bound and fn is not None else None
+
+
+def _bind(bound: Bindings, forward: Function, call: Optional[cst.Call], caller_scope: Optional[Function],
+          caller: ModuleModel) -> Bindings:
+    """``bound`` plus what ``call`` passes to ``forward``'s parameters (after ``self``)."""
+    if call is None or any(a.star for a in call.args):
+        return bound
+    added = dict(bound or {})
+    for position, param in enumerate(forward.params[1:]):
+        value = arg(call, position, param)
+        if value is not None:
+            added[(id(forward), param)] = (value, caller_scope, caller)
+    return added
+
+
+def _final_value(fn: Function, name: str) -> Optional[cst.BaseExpression]:
+    """What the local ``name`` holds at a ``return name`` that ends ``fn``'s body, when every
+    assignment to it is a statement of that body itself (straight-line code: the last one wins).
+    ``x = x.view(...)`` keeps what ``x`` held. None when that is not so simple."""
+    last = fn.body[-1] if fn.body else None
+    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
+            and isinstance(last.body[0].value, cst.Name) and last.body[0].value.value == name):
+        return None
+    top_level = [
+        small for stmt in fn.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body
+        if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)
+        and small.targets[0].target.value == name
+    ]
+    everywhere = [value for target, value in fn.assigns if isinstance(target, cst.Name) and target.value == name]
+    if len(top_level) != len(everywhere) or any(a.target.value == name for a in _aug_assigns(fn)):
+        return None
+    for assign in reversed(top_level):
+        if not _same_name(assign.value, name):
+            return assign.value
+    return cst.Name(name)  # only reshaped: what it held on entry
+
+
+def _aug_assigns(fn: Function):
+    return [a for a in fn.aug_assigns if isinstance(a.target, cst.Name)]
+
+
+def _same_name(value: cst.BaseExpression, name: str) -> bool:
+    """``name`` itself, reshaped or moved (``x.view(-1, 784).float()``)."""
+    value = _unmoved(value)
+    return isinstance(value, cst.Name) and value.value == name
 
 
 def _values_in_scope(model: ModuleModel, path: str, fn: Optional[Function]):
@@ -178,9 +239,8 @@ def _passed(model: ModuleModel, fn: Function, param: str):
     it (a function passed around as a value, or a default, has callers not seen here)."""
     if fn.cls is not None or fn.parent is not None or fn.default(param) is not None:
         return []
-    mentions = len(re.findall(rf"\b{re.escape(fn.name)}\b", model.source)) - 1  # less the def
     sites = model.sites().calls_of(fn)
-    if not sites or len(sites) != mentions:
+    if not sites or len(sites) != _name_mentions(model)[fn.name] - 1:  # less the def's own name
         return []
     position = fn.params.index(param)
     passed = []
@@ -190,6 +250,18 @@ def _passed(model: ModuleModel, fn: Function, param: str):
             return []
         passed.append((value, site.function))
     return passed
+
+
+def _name_mentions(model: ModuleModel) -> Counter:
+    """How often each name is written in the module as a name of its own (``train``, not the
+    attribute of ``model.train()`` nor the keyword of ``MNIST(train=True)``; comments and strings
+    are not names)."""
+    def count() -> Counter:
+        nodes = model.preorder.nodes
+        labels = {id(node.attr) for node in nodes if isinstance(node, cst.Attribute)}
+        labels |= {id(node.keyword) for node in nodes if isinstance(node, cst.Arg) and node.keyword is not None}
+        return Counter(node.value for node in nodes if isinstance(node, cst.Name) and id(node) not in labels)
+    return model.memo("numerics.name_mentions", count)
 
 
 def _through_names(model: ModuleModel, values, depth: int = 0):
@@ -241,24 +313,33 @@ def _loops_binding(model: ModuleModel, fn: Optional[Function], name: str) -> Ite
 
 
 def _called_module_output(model: ModuleModel, func: cst.BaseExpression, fn: Optional[Function], ops,
-                          depth: int) -> Optional[str]:
-    """What calling the object ``func`` returns, as one of ``ops``: ``nn.Softmax(dim=1)(x)``, or
-    ``self.softmax(x)`` / ``model(x)`` with every value assigned to that path a module that does."""
+                          depth: int, bound: Bindings = None, call: Optional[cst.Call] = None) -> Optional[str]:
+    """What calling the object ``func`` (by ``call``, in ``fn``) returns, as one of ``ops``:
+    ``nn.Softmax(dim=1)(x)``, or ``self.softmax(x)`` / ``model(x)`` with every value assigned to
+    that path a module that does."""
     if isinstance(func, cst.Call):
-        return _module_output(model, func, ops, depth)
+        return _module_output(model, func, ops, depth, fn, bound, call, fn, model)
     path = dotted(func)
     if path is None:
         return None
-    return _named_module_output(model, path, fn, ops, depth)
+    return _named_module_output(model, path, fn, ops, depth, bound, call)
 
 
-def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int) -> Optional[str]:
-    """What the module held by ``path`` where ``fn`` reads it returns when called."""
+def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
+                         bound: Bindings = None, call: Optional[cst.Call] = None) -> Optional[str]:
+    """What the module held by ``path`` where ``fn`` reads it returns when called (by ``call``)."""
+    passed = _bound_value(bound, fn, path)
+    if passed is not None:
+        value, scope, caller = passed
+        if isinstance(value, cst.Call):
+            return _module_output(caller, value, ops, depth, scope, bound, call, fn, model)
+        held = dotted(value)
+        return _named_module_output(caller, held, scope, ops, depth + 1, bound) if held and depth < _MAX_DEPTH else None
     # ``model = model.to(device)`` is the same module; a caller's ``model`` passed in is another scope's
     values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if scope is not fn or dotted(_unmoved(v)) != path]
     return _agreed([
-        _named_module_output(model, v.value, scope, ops, depth + 1) if isinstance(v, cst.Name) and depth < _MAX_DEPTH
-        else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope)
+        _named_module_output(model, v.value, scope, ops, depth + 1, bound, call) if isinstance(v, cst.Name) and depth < _MAX_DEPTH
+        else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope, bound, call, fn, model)
         for v, scope in values
     ])
 
@@ -286,8 +367,10 @@ def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: int,
-                   scope: Optional[Function] = None) -> Optional[str]:
-    """What the module built by ``value`` (in ``scope``) returns when called, as one of ``ops``."""
+                   scope: Optional[Function] = None, bound: Bindings = None, call: Optional[cst.Call] = None,
+                   caller_scope: Optional[Function] = None, caller: Optional[ModuleModel] = None) -> Optional[str]:
+    """What the module built by ``value`` (in ``scope``) returns when ``call`` (made in
+    ``caller_scope`` of ``caller``) calls it, as one of ``ops``."""
     value = _unmoved(value)
     if depth > _MAX_DEPTH or not isinstance(value, cst.Call):
         return None
@@ -300,24 +383,29 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             return None
         last = layers[-1].value
         if isinstance(last, cst.Call):
-            return _module_output(model, last, ops, depth + 1, scope)
-        return _called_module_output(model, last, scope, ops, depth + 1)
+            return _module_output(model, last, ops, depth + 1, scope, bound)
+        return _called_module_output(model, last, scope, ops, depth + 1, bound)
     builder = model.functions.get(dotted(value.func) or "")
     if builder is not None:
         # ``model = build_model(...)``: the module the function returns
         return _agreed([
-            _named_module_output(model, ret.value, builder, ops, depth + 1) if isinstance(ret, cst.Name)
-            else _module_output(model, ret, ops, depth + 1, builder)
+            _named_module_output(model, ret.value, builder, ops, depth + 1, bound) if isinstance(ret, cst.Name)
+            else _module_output(model, ret, ops, depth + 1, builder, bound)
             for ret in builder.returns
         ])
     forward = model.method_of_class(dotted(value.func) or "", "forward")
     if forward is None or not forward.returns:
         return None
     owner = forward.owner or model
-    returned = _agreed([_output_of(owner, ret, forward, ops, depth + 1) for ret in forward.returns])
-    if returned is None or " returned by " in returned:
-        return returned
-    return f"{returned} returned by {cls}.forward"
+    inside = _bind(bound, forward, call, caller_scope, caller or model)
+    returns = forward.returns
+    if len(returns) == 1 and isinstance(returns[0], cst.Name):
+        returns = [_final_value(forward, returns[0].value) or returns[0]]
+    returned = _agreed([_output_of(owner, ret, forward, ops, depth + 1, inside) for ret in returns])
+    if returned is None:
+        return None
+    # named after the outermost model: the one the loop calls (the layer may come from its forward)
+    return f"{returned.split(' returned by ')[0]} returned by {cls}.forward"
 
 
 def _agreed(results: Sequence[Optional[str]]) -> Optional[str]:
