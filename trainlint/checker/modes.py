@@ -1,8 +1,8 @@
 """Module modes: a model left in eval mode while it trains (TL501)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Tuple
+from dataclasses import dataclass, replace
+from typing import FrozenSet, Tuple
 
 from ..events import FAMILY_MODES, Event, EventKind, reaches
 from .base import Invariant, LineOf, Violation, where
@@ -15,13 +15,17 @@ def _within(path: str, ancestor: str) -> bool:
 @dataclass(frozen=True)
 class _ModeState:
     evaluating: Tuple[Event, ...] = ()  # eval() calls not undone by train() (per module)
+    trained: FrozenSet[str] = frozenset()  # modules this path put in train() mode itself
 
 
 class EvalModeRestored(Invariant):
     """TL501: the optimizer steps a model that an eval() call left in eval mode.
 
     Only the model the optimizer trains counts: ``model.backbone.eval()`` on a frozen submodule is
-    deliberate, and eval() on a module whose relation to the optimizer is unknown is not judged.
+    deliberate. When which module the optimizer trains is not known (it was built elsewhere), the
+    module this path itself put in train() mode is the one meant to train: ``model.train()`` at the
+    start of the epoch, then a mid-epoch ``model.eval()`` never undone before the next step.
+    Otherwise eval() on a module whose relation to the optimizer is unknown is not judged.
     """
 
     rules = ("TL501",)
@@ -32,17 +36,19 @@ class EvalModeRestored(Invariant):
     def feed(self, state: _ModeState, ev: Event):
         if ev.kind is EventKind.EVAL_MODE and ev.target:
             kept = tuple(e for e in state.evaluating if e.target != ev.target)
-            return _ModeState((kept + (ev,))[-4:]), []
+            return replace(state, evaluating=(kept + (ev,))[-4:]), []
         if ev.kind is EventKind.OPAQUE and FAMILY_MODES in ev.families:
             # A call we cannot read received the module: it may have switched it back to train().
-            return _ModeState(tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
+            return replace(state, evaluating=tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
         if ev.kind is EventKind.TRAIN_MODE and ev.target:
-            return _ModeState(tuple(e for e in state.evaluating if not _within(e.target, ev.target))), []
-        if ev.kind is EventKind.OPTIMIZER_STEP and ev.module and state.evaluating:
-            found = [
-                Violation("TL501", e, (("step", ev),)) for e in state.evaluating if _within(ev.module, e.target)
-            ]
-            return state, found
+            evaluating = tuple(e for e in state.evaluating if not _within(e.target, ev.target))
+            return _ModeState(evaluating, state.trained | {ev.target}), []
+        if ev.kind is EventKind.OPTIMIZER_STEP and state.evaluating:
+            if ev.module:
+                left = [e for e in state.evaluating if _within(ev.module, e.target)]
+            else:
+                left = [e for e in state.evaluating if e.target in state.trained]
+            return state, [Violation("TL501", e, (("step", ev),)) for e in left]
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:
