@@ -7,6 +7,7 @@ hash, and many files are checked in parallel processes.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
@@ -19,7 +20,7 @@ from .findings import FileError, Finding
 from .notebooks import load_notebook
 from .static import library
 from .static.analyzer import AnalysisError, plain_position, analyze_results
-from .static.project import Project
+from .static.project import Project, parsed_count, parsed_since
 from .suppression import Suppressions, parse_suppressions
 
 PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
@@ -182,13 +183,29 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
         with ProcessPoolExecutor(max_workers=settings.jobs) as pool:
             results = list(pool.map(_check_file_star, [(p, settings) for p in files], chunksize=8))
     else:
-        results = [check_file(path, settings) for path in files]
+        results = _check_in_reuse_order(files, settings)
     for findings, file_errors in results:
         report.findings.extend(findings)
         report.errors.extend(file_errors)
     # A statement of engine.py reached from train.py and from engine.py itself is one finding.
     report.findings = list(dict.fromkeys(report.findings))
     return combine([report])
+
+
+def _check_in_reuse_order(files: List[Path], settings: Settings) -> List[Tuple[List[Finding], List[FileError]]]:
+    """Each file's result, in ``files``' order. A module parsed to follow a call from one checked
+    file is checked right after it when it is among ``files``: its tree is still kept then, so it
+    is parsed once for both (a whole package imports itself everywhere)."""
+    pending = OrderedDict((path.resolve(), path) for path in files)
+    results: Dict[Path, Tuple[List[Finding], List[FileError]]] = {}
+    while pending:
+        resolved, path = pending.popitem(last=False)
+        mark = parsed_count()
+        results[resolved] = check_file(path, settings)
+        for followed in reversed(parsed_since(mark)):
+            if followed in pending:
+                pending.move_to_end(followed, last=False)
+    return [results[path.resolve()] for path in files]
 
 
 def default_jobs() -> int:

@@ -15,7 +15,9 @@ def _within(path: str, ancestor: str) -> bool:
 @dataclass(frozen=True)
 class _ModeState:
     evaluating: Tuple[Event, ...] = ()  # eval() calls not undone by train() (per module)
-    trained: FrozenSet[str] = frozenset()  # modules this path put in train() mode itself
+    # (module, file) this path put in train() mode itself; the file tells a callee's local of the
+    # same name apart (``classifier`` in a helper module is not the caller's object)
+    trained: FrozenSet[Tuple[str, object]] = frozenset()
 
 
 class EvalModeRestored(Invariant):
@@ -23,8 +25,8 @@ class EvalModeRestored(Invariant):
 
     Only the model the optimizer trains counts: ``model.backbone.eval()`` on a frozen submodule is
     deliberate. When which module the optimizer trains is not known (it was built elsewhere), the
-    module this path itself put in train() mode is the one meant to train: ``model.train()`` at the
-    start of the epoch, then a mid-epoch ``model.eval()`` never undone before the next step.
+    one module this path itself put in train() mode is the one meant to train: ``model.train()`` at
+    the start of the epoch, then a mid-epoch ``model.eval()`` never undone before the next step.
     Otherwise eval() on a module whose relation to the optimizer is unknown is not judged.
     """
 
@@ -42,12 +44,15 @@ class EvalModeRestored(Invariant):
             return replace(state, evaluating=tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
         if ev.kind is EventKind.TRAIN_MODE and ev.target:
             evaluating = tuple(e for e in state.evaluating if not _within(e.target, ev.target))
-            return _ModeState(evaluating, state.trained | {ev.target}), []
+            return _ModeState(evaluating, state.trained | {(ev.target, ev.origin)}), []
         if ev.kind is EventKind.OPTIMIZER_STEP and state.evaluating:
             if ev.module:
                 left = [e for e in state.evaluating if _within(ev.module, e.target)]
             else:
-                left = [e for e in state.evaluating if e.target in state.trained]
+                # Only one model trained on this path: with several (a GAN's two), which one this
+                # optimizer updates is not known, and the other may be held in eval on purpose.
+                left = [e for e in state.evaluating if e.origin is ev.origin
+                        and state.trained == frozenset({(e.target, ev.origin)})]
             return state, [Violation("TL501", e, (("step", ev),)) for e in left]
         return state, []
 

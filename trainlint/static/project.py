@@ -27,6 +27,7 @@ MAX_MODULE_BYTES = 2_000_000  # larger files are generated code, not training lo
 # dozen trees in memory (the modules a project imports are used again and again, so they stay).
 _PARSED: "OrderedDict[Path, Tuple[Tuple[int, int], Optional[ModuleModel]]]" = OrderedDict()
 MAX_PARSED = 48
+_PARSED_ORDER: List[Path] = []  # every module parsed to be followed, in order (see parsed_since)
 _FOUND: Dict[Tuple[Tuple[Path, ...], str], Optional[Path]] = {}  # (search bases, module name) -> file
 
 
@@ -48,8 +49,19 @@ def _load(path: Path) -> Optional[ModuleModel]:
             model = ModuleModel(cst.parse_module(source), source, path=path)
         except (OSError, UnicodeDecodeError, cst.ParserSyntaxError, RecursionError, ValueError):
             model = None  # the import is then unknown, as an installed library's would be
+        _PARSED_ORDER.append(path)
     _keep(path, stamp, model)
     return model
+
+
+def parsed_since(mark: int) -> List[Path]:
+    """Modules parsed to be followed since ``parsed_count()`` was ``mark``, in order: a run that
+    will check some of them itself checks those next, while their trees are still kept."""
+    return _PARSED_ORDER[mark:]
+
+
+def parsed_count() -> int:
+    return len(_PARSED_ORDER)
 
 
 def _keep(path: Path, stamp: Tuple[int, int], model: Optional[ModuleModel]) -> None:
@@ -62,6 +74,7 @@ def _keep(path: Path, stamp: Tuple[int, int], model: Optional[ModuleModel]) -> N
 def forget_parsed() -> None:
     """Drop every kept model (their roles were read under other library descriptions)."""
     _PARSED.clear()
+    _PARSED_ORDER.clear()
     _TEXT_CHECKED.clear()
     _BLOCKS.clear()
 
