@@ -354,8 +354,9 @@ class Extractor:
             closure = any(a.keyword is None or a.keyword.value == "closure" for a in call.args)
             return self._optimizer_step(call, receiver, frame, manages_grads=closure)
         if kind == SCHEDULER:
-            explicit = frame.explicit_schedule or receiver in self._positioned or any(
-                a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args
+            explicit = frame.explicit_schedule or receiver in self._positioned or (
+                any(a.keyword is None or a.keyword.value in ("metrics", "epoch") for a in call.args)
+                and not self._position_advanced(call, frame.function)
             )
             cadence = CADENCE_METRIC if explicit else (role.cadence if role is not None else None)
             if cadence == CADENCE_EPOCH and not frame.batches:
@@ -363,6 +364,22 @@ class Extractor:
             optimizer = role.optimizer if role is not None else None
             return self._event(call, kind=EventKind.SCHEDULER_STEP, target=receiver, cadence=cadence, optimizer=optimizer)
         return None
+
+    def _position_advanced(self, call: cst.Call, function: Optional[Function]) -> bool:
+        """``step(epoch=n)`` where ``n += 1`` ran earlier in the same function: the position is
+        the next update's, so stepped before the optimizer it is the ordinary one-step-ahead
+        schedule (the update uses the rate meant for the next one)."""
+        position = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "epoch"), None)
+        path = dotted(position) if position is not None else None
+        if path is None or function is None:
+            return False
+        for node in walk(function.node):
+            if node is call:
+                return False
+            if (isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign)
+                    and dotted(node.target) == path):
+                return True
+        return False
 
     def _optimizer_step(
         self,

@@ -175,6 +175,8 @@ class ModuleModel:
         role = self.role_of_value(value)
         if role is not None and role.kind == SCHEDULER and isinstance(value, (cst.Name, cst.Attribute)):
             role = _optimizer_stored_alongside(role, scope)
+        elif role is not None and role.kind == SCHEDULER:
+            role = _optimizer_read_from(role, scope)
         constructor = self._constructor_call(value)
         if role is not None and role.kind == LOADER and role.sampler is None and constructor is not None and path:
             # DataLoader(ds, sampler=DistributedSampler(ds)), here or returned by a local helper:
@@ -431,6 +433,20 @@ def _shards_in_place(value: cst.BaseExpression) -> bool:
         isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None
         and (dotted(value.func) or "").rsplit(".", 1)[-1] == "fully_shard" and dotted(value.args[0].value) is not None
     )
+
+
+def _optimizer_read_from(role: Role, scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]]) -> Role:
+    """A scheduler built over a local that reads a stored optimizer (``optimizer = self.optimizer``,
+    perhaps unwrapped as ``optimizer = optimizer.optimizer`` for an fp16 wrapper): the optimizer
+    stepped elsewhere is the stored one."""
+    name = role.optimizer
+    if not name or "." in name:
+        return role
+    read = {dotted(v) for t, v in scope if dotted(t) == name}
+    read = {path for path in read if path is None or not path.startswith(name + ".")}
+    if len(read) == 1 and "." in (next(iter(read)) or ""):
+        return replace(role, optimizer=read.pop())
+    return role
 
 
 def _optimizer_stored_alongside(role: Role, scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]]) -> Role:
