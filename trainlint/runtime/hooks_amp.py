@@ -6,7 +6,7 @@ import weakref
 from typing import Any
 
 from ..events import EventKind
-from .hooks_optim import emit_step, subclasses, target
+from .hooks_optim import edits_grads, emit_step, subclasses, target
 
 _SCALED_KEPT = 16  # tensors from GradScaler.scale remembered at once: one or two per step in practice
 
@@ -43,6 +43,7 @@ def install(patcher, hub) -> None:
                 if "scaler" not in stream.busy:  # not the unscale_ inside scaler.step()
                     hub.emit(stream, EventKind.UNSCALE, "scaler.unscale_(optimizer)", target=target(self),
                              optimizer=target(optimizer))
+                return edits_grads(hub, lambda: original(self, optimizer))
             return original(self, optimizer)
 
         return unscale_

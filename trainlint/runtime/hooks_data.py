@@ -55,13 +55,17 @@ def install(patcher, hub) -> None:
         def __iter__(self):
             if hub.active:
                 # Called lazily by the loader at the first batch of a pass: the user frame is the
-                # `for batch in loader:` line (or the next()/iter() call).
+                # `for batch in loader:` line (or the next()/iter() call). The pass is an epoch of
+                # training only if an optimizer steps before the next pass begins: a peek at one
+                # batch (next(iter(loader))) or an evaluation pass is not one, so the event waits
+                # for that step (see hooks_optim.emit_step).
                 frame = user_frame()
                 sampler = target(self)
                 if sampler not in hub.names:
                     hub.names[sampler] = (_name_in(frame, self) if frame is not None else None) or "sampler"
-                hub.emit(hub.streams.stream, EventKind.LOADER_ITER, "for ... in loader", frame_site(frame), sampler=sampler,
-                         shuffle=bool(self.shuffle))
+                if hub.coasting:  # a new pass while the per-step hooks are out: watch again
+                    hub.sampler.resume()
+                hub.streams.stream.pending_pass = (frame_site(frame), sampler, bool(self.shuffle))
             return original(self)
 
         return __iter__
@@ -77,3 +81,4 @@ def install(patcher, hub) -> None:
 
     patcher.wrap(DistributedSampler, "__iter__", iter_wrapper)
     patcher.wrap(DistributedSampler, "set_epoch", set_epoch_wrapper)
+

@@ -6,6 +6,7 @@ import warnings
 from typing import Any, Callable, Optional, Tuple
 
 from ..events import LOSS_DIVIDED, LOSS_MEAN, LOSS_SUM, LOSS_UNKNOWN, EventKind
+from .hooks_optim import edits_grads
 from .hooks_parallel import flush_pending_forward
 from .patches import inner_cell
 from .settle import Settled
@@ -91,7 +92,7 @@ def clip_wrapper(hub, label: str, norm_of: Optional[Callable]):
             hub.feed(stream, cache.get(site) or hub.event(cache, site, EventKind.CLIP, label, site))
             stream.busy.add("clip")
             try:
-                result = original(*args, **kwargs)
+                result = edits_grads(hub, lambda: original(*args, **kwargs))
             finally:
                 stream.busy.discard("clip")
             if norm_of is not None:

@@ -48,6 +48,11 @@ def call_warning_at_user_line(original, self, args, kwargs):
 def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
     """One optimizer step: also the one GradScaler skipped for inf/NaN gradients, which is still a
     step of the schedule (so scheduler.step() after it is not TL102; pytorch#44511)."""
+    if stream.pending_pass is not None:
+        # The DistributedSampler pass under way trains: it is an epoch (hooks_data).
+        pass_site, sampler, shuffle = stream.pending_pass
+        stream.pending_pass = None
+        hub.emit(stream, EventKind.LOADER_ITER, "for ... in loader", pass_site, sampler=sampler, shuffle=shuffle)
     site = user_site()
     backward_ran = stream.backwards > 0
     # k, for messages: the backward passes this step accumulates when they saw several batches.
@@ -77,24 +82,56 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
     hub.sampler.after_step(stream, optimizer)
 
 
-def grads_accumulated_across_steps(samples: "weakref.WeakKeyDictionary"):
-    """TL105's confirmation: no zero_grad() ran between two steps, but gradients may still have been
-    cleared another way (``p.grad = None``, ``p.grad.zero_()``). They were not if a sample gradient
-    is the same tensor as at the last step and changed only by the backward passes since (each one
-    accumulates into it in place: one version bump each)."""
+class GradSamples:
+    """One sample gradient per optimizer (its first parameter's), taken at a step, for TL105's
+    confirmation: no zero_grad() ran between two steps, but gradients may still have been cleared
+    another way (``p.grad = None``, ``p.grad.zero_()``). They were not if the sample is the same
+    tensor as at the last step and changed in place only by the backward passes since (one version
+    bump each) and by the in-place edits the guard watched (clipping, GradScaler.unscale_)."""
 
-    def confirm(stream) -> bool:
+    def __init__(self) -> None:
+        # optimizer -> [weakref to the gradient, its version, backward passes so far, watched edits]
+        self._taken: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def clear(self) -> None:
+        self._taken.clear()
+
+    def before_edit(self) -> list:
+        """Before a watched call that edits gradients in place without clearing them."""
+        return [(entry, grad._version) for entry in self._taken.values() for grad in (entry[0](),) if grad is not None]
+
+    def after_edit(self, marks: list) -> None:
+        for entry, version in marks:
+            grad = entry[0]()
+            if grad is not None:
+                entry[3] += grad._version - version
+
+    def confirm(self, stream) -> bool:
         optimizer = stream.stepping
-        previous = samples.get(optimizer)
+        previous = self._taken.get(optimizer)
         current = _sample_grad(optimizer, stream)
-        samples[optimizer] = current
-        if previous is None or current is None:
+        if current is None:
+            self._taken.pop(optimizer, None)
             return False
-        grad_ref, version, backwards = previous
+        self._taken[optimizer] = current
+        if previous is None:
+            return False
+        grad_ref, version, backwards, edits = previous
         grad = grad_ref()
-        return grad is not None and grad is current[0]() and grad._version - version == stream.backward_total - backwards
+        return (grad is not None and grad is current[0]()
+                and grad._version - version == stream.backward_total - backwards + edits)
 
-    return confirm
+
+def edits_grads(hub, call):
+    """Run ``call`` (a clip or an unscale: it edits gradients in place, never clears them) so that
+    TL105's gradient samples account for its version bumps."""
+    samples = hub.grad_samples
+    marks = samples.before_edit() if samples is not None else None
+    try:
+        return call()
+    finally:
+        if marks:
+            samples.after_edit(marks)
 
 
 def _sample_grad(optimizer, stream):
@@ -102,7 +139,7 @@ def _sample_grad(optimizer, stream):
         for param in group["params"]:
             grad = param.grad
             if grad is not None:
-                return weakref.ref(grad), grad._version, stream.backward_total
+                return [weakref.ref(grad), grad._version, stream.backward_total, 0]
             return None
     return None
 
@@ -112,8 +149,8 @@ def install(patcher, hub) -> None:
     from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
-    samples = weakref.WeakKeyDictionary()
-    hub.confirm["TL105"] = grads_accumulated_across_steps(samples)
+    samples = hub.grad_samples = GradSamples()
+    hub.confirm["TL105"] = samples.confirm
     # After steps the guard did not watch, a sample gradient's version no longer counts the
     # backward passes since it was taken.
     hub.observe("resume", ("TL105",), lambda stream: samples.clear())

@@ -74,6 +74,7 @@ class Hub:
         # rule -> check of a live value that must also hold before the checker's verdict is a finding
         # (what events cannot show, e.g. gradients cleared by `p.grad = None` rather than zero_grad()).
         self.confirm: Dict[str, Callable[[Stream], bool]] = {}
+        self.grad_samples = None  # TL105's gradient samples (hooks_optim.GradSamples) while installed
 
     # ------------------------------------------------------------------ guards
     def attach(self, guard) -> None:
@@ -152,6 +153,7 @@ class Hub:
         self.active = self.coasting = False
         self.sampler.reset()
         patcher, self._patcher = self._patcher, None
+        self.grad_samples = None
         for cache in self._caches.values():
             cache.clear()
         for table in (self._observers, self._notified, self._resting, self._caches, self._events, self._memo,

@@ -11,7 +11,7 @@ class Stream:
         "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
         "accumulating", "last_step_site", "backward_total", "stepping",
-        "cycle", "cycle_fetches", "loader",
+        "cycle", "cycle_fetches", "loader", "pending_pass",
     )
 
     def __init__(self, state: tuple) -> None:
@@ -39,6 +39,8 @@ class Stream:
         self.cycle: List[object] = []
         self.cycle_fetches = 0
         self.loader: Optional[Callable[[], object]] = None
+        # A DistributedSampler's pass begun and not yet known to train: (site, sampler, shuffle).
+        self.pending_pass: Optional[tuple] = None
 
     def backward(self, scaled: bool) -> None:
         if self.backwards and self.fetches != self.fetches_at_backward:
