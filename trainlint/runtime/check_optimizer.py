@@ -4,6 +4,7 @@ parameters (biases, norm weights) under weight decay. Both are reported at the l
 optimizer, as the static analyzer does."""
 from __future__ import annotations
 
+import inspect
 import weakref
 
 from .sites import user_site
@@ -15,6 +16,10 @@ def install(patcher, hub) -> None:
     import torch
 
     built_at = weakref.WeakKeyDictionary()  # optimizer -> the user line that constructed it
+    # Optimizers whose weight decay the user's code chose, over plain tensors (not param groups):
+    # what the static rule judges. A library default (AdamW's 0.01) is not the program's choice,
+    # and param groups are the program's own split.
+    chosen_decay = weakref.WeakSet()
     checked = {}  # id(optimizer) -> weak reference: inspected already
 
     def init_wrapper(original):
@@ -22,6 +27,8 @@ def install(patcher, hub) -> None:
             original(self, *args, **kwargs)
             if hub.active:
                 built_at[self] = user_site()
+                if _decay_given(type(self), args, kwargs):
+                    chosen_decay.add(self)
 
         return __init__
 
@@ -35,14 +42,14 @@ def install(patcher, hub) -> None:
         where = built_at.get(optimizer, site)
         name = type(optimizer).__name__
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        if hub.wants("TL305") and backward_ran and params and all(p.grad is None for p in params):
+        if hub.wants("TL305") and hub.sharded and backward_ran and params and all(p.grad is None for p in params):
             hub.found("TL305", where, lambda: (
                 f"{name}(...) holds {len(params)} parameters and none of them received a gradient "
                 f"although backward() ran: they are not the tensors the model trains (FSDP replaced "
                 f"them when it sharded the model), so every step updates nothing; build the optimizer "
                 f"after fully_shard()/FSDP(...) wrapped the model."
             ))
-        if hub.wants("TL701") and isinstance(optimizer, (torch.optim.AdamW, torch.optim.SGD)):
+        if hub.wants("TL701") and isinstance(optimizer, (torch.optim.AdamW, torch.optim.SGD)) and optimizer in chosen_decay:
             for group in optimizer.param_groups:
                 decay = group.get("weight_decay") or 0
                 flat = [p for p in group["params"] if p.ndim < 2 and p.requires_grad]
@@ -56,3 +63,18 @@ def install(patcher, hub) -> None:
                     break
 
     hub.observe("new_optimizer_step", RULES, on_new_step)
+
+
+def _decay_given(cls: type, args: tuple, kwargs: dict) -> bool:
+    """Optimizer.__init__(params, defaults), as a subclass's constructor calls it: a weight decay
+    other than the class's own default (so the program asked for it), over parameters that are
+    not param-group dicts."""
+    params = args[0] if args else kwargs.get("params")
+    defaults = args[1] if len(args) > 1 else kwargs.get("defaults")
+    if isinstance(params, (list, tuple)) and params and isinstance(params[0], dict) or not isinstance(defaults, dict):
+        return False
+    try:
+        default = inspect.signature(cls.__init__).parameters["weight_decay"].default
+    except (KeyError, TypeError, ValueError):
+        return False
+    return defaults.get("weight_decay", default) != default

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from ..optimizers import OPTIMIZER_STATE
 from .sites import Site, user_site
 
 RULES = ("TL901",)
@@ -56,17 +57,37 @@ def install(patcher, hub) -> None:
 
         return save
 
+    scheduled = set()  # ids of optimizers a learning-rate scheduler has stepped the rate of
+
+    def on_scheduler(stream, scheduler, site) -> None:
+        scheduled.add(id(getattr(scheduler, "optimizer", None)))
+
     def on_step(stream, optimizer, site, backward_ran: bool) -> None:
+        lost = lost_on_resume(optimizer, id(optimizer) in scheduled)
         while pending:
             saved_at = next(iter(pending))
             del pending[saved_at]
-            hub.found("TL901", saved_at, lambda: (
-                "torch.save() checkpoints the model weights inside the training loop but not the "
-                "optimizer state: resuming from it restarts Adam's moments and the schedule, which "
-                "spikes the loss and changes the run; also save optimizer.state_dict() (and the "
-                "scheduler, scaler and step)."
-            ))
+            if lost:
+                hub.found("TL901", saved_at, lambda: (
+                    f"torch.save() checkpoints the model weights inside the training loop but not the "
+                    f"optimizer state: resuming from it restarts {lost} from scratch, so the resumed "
+                    f"run is not the one that was saved (a loss spike where the moments restart); also "
+                    f"save optimizer.state_dict() (and the scheduler's, the scaler's and the step)."
+                ))
         hub.rest(on_step)
 
     patcher.wrap(torch, "save", save_wrapper)
     hub.observe("optimizer_step", RULES, on_step, awake=False)
+    hub.observe("new_scheduler_step", RULES, on_scheduler)
+
+
+def lost_on_resume(optimizer: Any, scheduled: bool) -> str:
+    """What a weights-only checkpoint cannot restore (empty: nothing, e.g. SGD without momentum
+    and no schedule), named as the static rule names it."""
+    lost = []
+    if any(optimizer.state.values()):  # per-parameter state: SGD without momentum keeps none
+        name = type(optimizer).__name__
+        lost.append(f"{name}'s {OPTIMIZER_STATE.get(name, 'state')}")
+    if scheduled:
+        lost.append("the learning-rate schedule's position")
+    return " and ".join(lost)

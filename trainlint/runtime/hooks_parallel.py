@@ -64,6 +64,7 @@ def _install_fsdp(patcher, hub) -> None:
             if "fsdp" in stream.busy:  # nested FSDP1 instances: the outermost is the root
                 return original(self, *args, **kwargs)
             stream.busy.add("fsdp")
+            hub.sharded = True
             try:
                 root = weakref.ref(self)
                 stream.pending_sync = lambda: bool(getattr(root(), "_sync_gradients", True))
@@ -79,6 +80,7 @@ def _install_fsdp(patcher, hub) -> None:
         def _root_pre_forward(self, module, args, kwargs):
             result = original(self, module, args, kwargs)
             if hub.active and torch.is_grad_enabled() and self._state_ctx.iter_forward_root is self:
+                hub.sharded = True
                 state = weakref.ref(self)
                 hub.streams.stream.pending_sync = lambda: _fsdp2_syncs(state())
             return result

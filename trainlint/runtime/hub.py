@@ -75,6 +75,7 @@ class Hub:
         # (what events cannot show, e.g. gradients cleared by `p.grad = None` rather than zero_grad()).
         self.confirm: Dict[str, Callable[[Stream], bool]] = {}
         self.grad_samples = None  # TL105's gradient samples (hooks_optim.GradSamples) while installed
+        self.sharded = False  # an FSDP model ran a forward in this session (TL305 is about FSDP only)
 
     # ------------------------------------------------------------------ guards
     def attach(self, guard) -> None:
@@ -144,7 +145,7 @@ class Hub:
         self.first_state = self._initial
         self.streams = ThreadStreams(self)
         self.sampler.reset()
-        self.coasting = self.novel = False
+        self.coasting = self.novel = self.sharded = False
         self.active = True
 
     def _uninstall(self) -> None:

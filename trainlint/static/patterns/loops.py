@@ -8,7 +8,9 @@ import libcst as cst
 
 from ..module import Function, block
 from ..names import dotted
-from ..roles import LOADER, OPTIMIZER
+from ...optimizers import OPTIMIZER_STATE
+from ..calls import arg
+from ..roles import LOADER, OPTIMIZER, SCHEDULER
 from ..walk import walk
 from . import Context, Match
 
@@ -235,6 +237,9 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
     has_optimizer = any(r.kind == OPTIMIZER for r in ctx.model.roles.roles.values()) or "optim" in ctx.model.source
     if not has_optimizer:
         return
+    lost = lost_on_resume(ctx)
+    if not lost:
+        return  # a stateless optimizer (SGD without momentum) and no schedule: nothing to restore
     for site in ctx.sites.sites:
         if dotted(site.call.func) != "torch.save" or not site.call.args:
             continue
@@ -250,10 +255,37 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
             continue
         yield Match("TL901", site.call, lambda line_of, c=site.call: (
             f"{ctx.label(c)} checkpoints the model weights inside the training loop but not the "
-            f"optimizer state: resuming from it restarts Adam's moments and the schedule, which "
-            f"spikes the loss and changes the run; also save optimizer.state_dict() (and the "
-            f"scheduler, scaler and step)."
+            f"optimizer state: resuming from it restarts {lost} from scratch, so the resumed run "
+            f"is not the one that was saved (a loss spike where the moments restart); also save "
+            f"optimizer.state_dict() (and the scheduler's, the scaler's and the step)."
         ))
+
+
+def lost_on_resume(ctx: Context) -> Optional[str]:
+    """What a weights-only checkpoint cannot restore: the state of the optimizers built here and
+    the position of a learning-rate schedule. None when every optimizer built here is stateless
+    (SGD with momentum 0) and there is no schedule; an optimizer built elsewhere counts as stateful."""
+    lost = []
+    built = False
+    for site in ctx.sites.sites:
+        qualified = ctx.qualify(site.call.func)
+        if not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified:
+            continue
+        name = qualified.rsplit(".", 1)[-1]
+        built = True
+        if name == "SGD":
+            momentum = arg(site.call, 2, "momentum")
+            value = ctx.model.values.number(momentum) if momentum is not None else 0
+            if value == 0:
+                continue
+        what = f"{name}'s {OPTIMIZER_STATE.get(name, 'state')}"
+        if what not in lost:
+            lost.append(what)
+    if not built:
+        lost.append("the optimizer's state")
+    if any(r.kind == SCHEDULER for r in ctx.model.roles.roles.values()):
+        lost.append("the learning-rate schedule's position")
+    return " and ".join(lost) or None
 
 
 def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
