@@ -9,12 +9,15 @@ The exit status is the script's own; in raise mode the TrainingInvariantError pr
 """
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
+import io
 import os
-import runpy
 import sys
 import tempfile
 import time
 import traceback
+import types
 from contextlib import contextmanager, suppress
 from typing import Iterator, Optional, Sequence
 
@@ -40,23 +43,46 @@ def as_main(script: str, args: Sequence[str]) -> Iterator[None]:
         sys.path[:] = saved_path
 
 
-def run_script(script: str, args: Sequence[str], guard: Guard) -> int:
-    """Run ``script`` as ``__main__`` under ``guard``; its exit status (SystemExit included)."""
-    with as_main(script, args), guard:
-        try:
-            runpy.run_path(script, run_name="__main__")
-        except SystemExit as exc:
-            return _status(exc.code)
-    return 0
+def run_script(script: str, args: Sequence[str], guard: Guard, keep_main: bool = False) -> int:
+    """Run ``script`` as ``__main__`` under ``guard``; its exit status (SystemExit included).
+
+    As ``python script`` does: ``__file__`` and the code's filename absolute, a fresh module in
+    ``sys.modules["__main__"]``. With ``keep_main`` that module stays there, so the script's
+    globals are alive (and ``import __main__`` finds them) while its atexit handlers run; the
+    command line uses it, tests that run several scripts in one process do not."""
+    path = os.path.abspath(script)
+    with io.open_code(path) as source:
+        code = compile(source.read(), path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __spec__=None, __package__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+                         __builtins__=builtins)
+    saved_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        with as_main(script, args), guard:
+            try:
+                exec(code, main.__dict__)
+            except SystemExit as exc:
+                return _status(exc.code)
+        return 0
+    finally:
+        for name in ("__file__", "__cached__"):  # CPython removes them once the script has run
+            main.__dict__.pop(name, None)
+        if not keep_main and saved_main is not None:
+            sys.modules["__main__"] = saved_main
 
 
 def print_script_traceback(script: str, exc: BaseException) -> None:
     """The traceback ``python script`` would print: from the script's first frame on, without the
-    frames of trainlint run, click and runpy."""
+    frames of trainlint run and click."""
     tb = exc.__traceback__
     target = os.path.abspath(script)
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != target:
         tb = tb.tb_next
+    if tb is None and isinstance(exc, SyntaxError):  # the script did not compile: no frame of it ran
+        traceback.print_exception(type(exc), exc, None)
+        return
     traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
 
 
@@ -101,7 +127,7 @@ def run(mode: str, report: Optional[str], select, ignore, check_every_step: bool
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--select/--ignore") from None
     try:
-        status = run_script(script, args, guard)
+        status = run_script(script, args, guard, keep_main=True)
     except Exception as exc:  # the script failed (raise mode included): report it as Python would
         print_script_traceback(script, exc)
         status = 1

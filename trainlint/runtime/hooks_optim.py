@@ -1,6 +1,8 @@
 """Events of the optimizer and its schedule: OPTIMIZER_STEP, ZERO_GRAD, SCHEDULER_STEP."""
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 import weakref
 from typing import Any, Iterator, Optional
@@ -26,23 +28,39 @@ def subclasses(cls: type) -> Iterator[type]:
             todo.extend(current.__subclasses__())
 
 
+_TRAINLINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def call_warning_at_user_line(original, self, args, kwargs):
     """Run a scheduler's step() so that PyTorch's own warnings from it (the first-step order check,
     the deprecated epoch argument) point at the user's line: they use stacklevel=2, which would
-    otherwise name this wrapper. Filters still apply where PyTorch warns; the caught warnings are
-    issued again at the user's line, where the user's filters and once-registries decide."""
-    with warnings.catch_warnings(record=True) as caught:
-        result = original(self, *args, **kwargs)
-    frame = user_frame()
-    for warning in caught:
-        if frame is None:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-        else:
-            warnings.warn_explicit(
-                warning.message, warning.category, frame.f_code.co_filename, frame.f_lineno,
-                registry=frame.f_globals.setdefault("__warningregistry__", {}), module_globals=frame.f_globals,
-            )
-    return result
+    otherwise name this wrapper. ``warnings.warn`` is swapped for the call, not caught with
+    catch_warnings: entering that resets every once-per-location registry of the program, so all
+    its warnings would print again."""
+    warn = warnings.warn
+
+    def warn_at_user_line(message, category=None, stacklevel=1, source=None, *more, **options):
+        frame = sys._getframe(1)
+        for _ in range(max(stacklevel, 1) - 1):
+            frame = frame.f_back if frame is not None else None
+        named = frame.f_code.co_filename if frame is not None else ""
+        user = user_frame() if os.path.abspath(named).startswith(_TRAINLINT_DIR + os.sep) else None
+        if user is None:  # not aimed at the guard's own frame: as asked
+            return warn(message, category, stacklevel + 1, source, *more, **options)
+        if isinstance(message, Warning):
+            category = type(message)
+        globals_ = user.f_globals
+        warnings.warn_explicit(
+            message, category or UserWarning, user.f_code.co_filename, user.f_lineno,
+            module=globals_.get("__name__", "<string>"), registry=globals_.setdefault("__warningregistry__", {}),
+            module_globals=globals_, source=source,
+        )
+
+    warnings.warn = warn_at_user_line
+    try:
+        return original(self, *args, **kwargs)
+    finally:
+        warnings.warn = warn
 
 
 def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
