@@ -27,6 +27,7 @@ import sys
 from typing import Dict, List, Optional, Set, Tuple
 
 from ..findings import Finding
+from .hooks_processes import unchecked_note
 from .hub import HUB
 from .report import report_path, write_report
 from .rules import RuleInfo, Selectors, select_rules
@@ -49,6 +50,8 @@ class Guard:
         self.printed: Set[Key] = set()
         self._by_key: Dict[Key, Finding] = {}
         self._depth = 0
+        # Set when the guard ends: a note on the worker processes it did not follow ("" if none).
+        self.unchecked = ""
 
     # The hub calls this under its lock.
     def record(self, key: Key, rule: RuleInfo, message: str) -> Finding:
@@ -79,6 +82,7 @@ class Guard:
             self._depth -= 1
             if self._depth:
                 return
+            self.unchecked = unchecked_note(HUB.workers, HUB.stepped)
             try:
                 HUB.detach(self, finished=exc_type is None)
             finally:
@@ -88,6 +92,8 @@ class Guard:
                     write_report(report_path(self.report), self.findings)
                 if summarise and self.findings:
                     sys.stderr.write(self.summary())
+                if summarise:
+                    sys.stderr.write(self.unchecked)
 
     def __call__(self, function):
         @functools.wraps(function)

@@ -64,6 +64,7 @@ def install(patcher, hub) -> None:
                 stream.busy.discard("scaler")
                 stream.scaler_step, stream.scaler_stepped = None, False
             if skipped:  # inf/NaN gradients: the optimizer's own step() never ran, but this is a step
+                hub.skipped_by_scaler.add(optimizer)
                 emit_step(hub, stream, optimizer, via_scaler=True)
             return result
 

@@ -31,12 +31,21 @@ def subclasses(cls: type) -> Iterator[type]:
 _TRAINLINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def call_warning_at_user_line(original, self, args, kwargs):
+ORDER_WARNING = "Detected call of `lr_scheduler.step()` before `optimizer.step()`"
+SKIPPED_STEP_NOTE = (
+    " [trainlint: false alarm here: optimizer.step() was called through GradScaler.step(), which "
+    "skipped it for inf/NaN gradients while calibrating the loss scale (pytorch#44511); the order "
+    "is right.]"
+)
+
+
+def call_warning_at_user_line(original, self, args, kwargs, skipped_step: bool = False):
     """Run a scheduler's step() so that PyTorch's own warnings from it (the first-step order check,
     the deprecated epoch argument) point at the user's line: they use stacklevel=2, which would
     otherwise name this wrapper. ``warnings.warn`` is swapped for the call, not caught with
     catch_warnings: entering that resets every once-per-location registry of the program, so all
-    its warnings would print again."""
+    its warnings would print again. ``skipped_step``: the optimizer's only steps so far were ones
+    GradScaler skipped, so PyTorch's order warning is a false alarm and says so."""
     warn = warnings.warn
 
     def warn_at_user_line(message, category=None, stacklevel=1, source=None, *more, **options):
@@ -49,6 +58,8 @@ def call_warning_at_user_line(original, self, args, kwargs):
             return warn(message, category, stacklevel + 1, source, *more, **options)
         if isinstance(message, Warning):
             category = type(message)
+        if skipped_step and ORDER_WARNING in str(message):
+            message = f"{message}{SKIPPED_STEP_NOTE}"
         globals_ = user.f_globals
         warnings.warn_explicit(
             message, category or UserWarning, user.f_code.co_filename, user.f_lineno,
@@ -66,6 +77,7 @@ def call_warning_at_user_line(original, self, args, kwargs):
 def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
     """One optimizer step: also the one GradScaler skipped for inf/NaN gradients, which is still a
     step of the schedule (so scheduler.step() after it is not TL102; pytorch#44511)."""
+    hub.stepped = True
     if stream.pending_pass is not None:
         # The DistributedSampler pass under way trains: it is an epoch (hooks_data).
         pass_site, sampler, shuffle = stream.pending_pass
@@ -253,7 +265,8 @@ def install(patcher, hub) -> None:
                 # The only calls PyTorch warns on: the first step, and an explicit epoch (for
                 # ReduceLROnPlateau the argument is the metric, its normal use).
                 if (args or kwargs or getattr(self, "_step_count", None) == 1) and not isinstance(self, ReduceLROnPlateau):
-                    return call_warning_at_user_line(original, self, args, kwargs)
+                    skipped = getattr(self, "optimizer", None) in hub.skipped_by_scaler
+                    return call_warning_at_user_line(original, self, args, kwargs, skipped)
                 return original(self, *args, **kwargs)
             finally:
                 stream.busy.discard("scheduler")

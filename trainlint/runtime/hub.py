@@ -18,6 +18,7 @@ import os
 import re
 import threading
 import warnings
+import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import checker
@@ -76,6 +77,11 @@ class Hub:
         self.confirm: Dict[str, Callable[[Stream], bool]] = {}
         self.grad_samples = None  # TL105's gradient samples (hooks_optim.GradSamples) while installed
         self.sharded = False  # an FSDP model ran a forward in this session (TL305 is about FSDP only)
+        self.stepped = False  # an optimizer stepped in this process during the session
+        self.workers: List[Site] = []  # where processes were started that the guard does not follow
+        # Optimizers whose step GradScaler skipped (inf/NaN gradients): PyTorch then warns, falsely,
+        # that the scheduler stepped first (pytorch#44511).
+        self.skipped_by_scaler = weakref.WeakSet()
 
     # ------------------------------------------------------------------ guards
     def attach(self, guard) -> None:
@@ -145,7 +151,9 @@ class Hub:
         self.first_state = self._initial
         self.streams = ThreadStreams(self)
         self.sampler.reset()
-        self.coasting = self.novel = self.sharded = False
+        self.coasting = self.novel = self.sharded = self.stepped = False
+        self.workers = []
+        self.skipped_by_scaler = weakref.WeakSet()
         self.active = True
 
     def _uninstall(self) -> None:
