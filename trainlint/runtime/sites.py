@@ -1,6 +1,7 @@
 """Attribution: the user's own source line behind a hooked call.
 
-That is the first stack frame outside torch, trainlint and the Python standard library, so a
+That is the first stack frame outside torch, trainlint, the Python standard library and the
+installed libraries the user's code called (Accelerate's backward, a trainer's step), so a
 finding lands on the line the static analyzer reports: the clip call, ``scheduler.step()``, the
 ``.backward()`` call, the ``for batch in loader:`` line.
 """
@@ -38,7 +39,8 @@ def _internal_roots() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
 _roots: Optional[Tuple[Tuple[str, ...], Tuple[str, ...]]] = None
 # Code filenames already classified: one entry per source file, so the sets stay small.
 _internal: Set[str] = set()
-_user: Set[str] = set()
+_user: Set[str] = set()  # everything not internal, installed libraries included
+_library: Set[str] = set()  # the files of _user under site-packages: skipped when the user's code called them
 # (id(code), f_lasti) -> (code, site): a frame's line number costs a scan of its code's line table,
 # so it is computed once per call site. The code object is kept to check that the id is still its.
 _sites: Dict[Tuple[int, int], Tuple[CodeType, Site]] = {}
@@ -60,19 +62,28 @@ def _is_internal(filename: str) -> bool:
         under = [root for root in roots if path == root or path.startswith(root + os.sep)]
         # A file under site-packages is internal only if it is under torch or trainlint themselves.
         result = any(not any(p in os.path.relpath(path, root).split(os.sep) for p in packages) for root in under)
+        if not result and any(p in path.split(os.sep) for p in packages):
+            _library.add(filename)
     (_internal if result else _user).add(filename)
     return result
 
 
 def _first_user(frame: Optional[FrameType]) -> Optional[FrameType]:
-    """The first frame from ``frame`` outward whose file is not internal; None if there is none."""
+    """The first frame from ``frame`` outward whose file is the user's own, past the frames of
+    installed libraries (Accelerate's backward, a Trainer's loop): a finding raised inside a
+    library belongs at the user's line that called it. The first library frame when no frame
+    of the user's is on the stack; None if there is neither."""
+    library = None
     while frame is not None:
         filename = frame.f_code.co_filename
-        if filename in _internal:
+        if filename in _internal or (filename not in _user and _is_internal(filename)):
             frame = frame.f_back
-        elif filename in _user or not _is_internal(filename):
+        elif filename in _library:
+            library = library or frame
+            frame = frame.f_back
+        else:
             return frame
-    return None
+    return library
 
 
 def user_frame() -> Optional[FrameType]:
@@ -91,7 +102,7 @@ def user_site() -> Site:
     internal = _internal
     while frame is not None and frame.f_code.co_filename in internal:
         frame = frame.f_back
-    if frame is not None and frame.f_code.co_filename not in _user:
+    if frame is not None and (frame.f_code.co_filename not in _user or frame.f_code.co_filename in _library):
         frame = _first_user(frame)
     if frame is None:
         return UNKNOWN
