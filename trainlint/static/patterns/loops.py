@@ -13,6 +13,7 @@ from ..calls import arg
 from ..roles import LOADER, OPTIMIZER, SCHEDULER
 from ..walk import walk
 from . import Context, Match
+from .optimizers import optimizer_calls
 
 _LAST_BATCH = re.compile(r"len\(|last|final|end|num_|total|steps_per_epoch|max_", re.IGNORECASE)
 _NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled")
@@ -267,11 +268,7 @@ def lost_on_resume(ctx: Context) -> Optional[str]:
     (SGD with momentum 0) and there is no schedule; an optimizer built elsewhere counts as stateful."""
     lost = []
     built = False
-    for site in ctx.sites.sites:
-        qualified = ctx.qualify(site.call.func)
-        if not qualified.startswith("torch.optim.") or "lr_scheduler" in qualified:
-            continue
-        name = qualified.rsplit(".", 1)[-1]
+    for site, name in optimizer_calls(ctx):
         built = True
         if name == "SGD":
             momentum = arg(site.call, 2, "momentum")

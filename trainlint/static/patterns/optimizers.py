@@ -13,7 +13,8 @@ from . import Context, Match
 _DECOUPLED = {"AdamW", "SGD"}
 
 
-def _optimizer_calls(ctx: Context) -> Iterable:
+def optimizer_calls(ctx: Context) -> Iterable:
+    """(site, class name) of each torch.optim optimizer (and transformers' AdamW) built here."""
     for site in ctx.sites.sites:
         qualified = ctx.qualify(site.call.func)
         last = qualified.rsplit(".", 1)[-1]
@@ -30,7 +31,7 @@ def _weight_decay(ctx: Context, call: cst.Call) -> Optional[float]:
 
 
 def adam_weight_decay(ctx: Context) -> Iterable[Match]:
-    for site, last in _optimizer_calls(ctx):
+    for site, last in optimizer_calls(ctx):
         decay = _weight_decay(ctx, site.call)
         if last == "Adam" and decay is not None and decay > 0:
             yield Match("TL702", site.call, lambda line_of, d=decay: (
@@ -43,7 +44,7 @@ def adam_weight_decay(ctx: Context) -> Iterable[Match]:
 def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
     if _freezes_parameters(ctx):
         return  # which tensors still train (and so get decayed) is not known: frozen ones are skipped
-    for site, last in _optimizer_calls(ctx):
+    for site, last in optimizer_calls(ctx):
         decay = _weight_decay(ctx, site.call)
         params = arg(site.call, 0, "params")
         if last not in _DECOUPLED or decay is None or decay <= 0 or not _all_parameters(params):
@@ -94,7 +95,7 @@ def _all_parameters(params: Optional[cst.BaseExpression]) -> bool:
 def optimizer_before_wrap(ctx: Context) -> Iterable[Match]:
     """An optimizer over ``model``'s parameters constructed before ``model`` is sharded by FSDP."""
     order = ctx.sites.statement_order
-    for site, _ in _optimizer_calls(ctx):
+    for site, _ in optimizer_calls(ctx):
         owner = params_owner(arg(site.call, 0, "params"))
         if owner is None:
             continue
