@@ -125,6 +125,8 @@ def fix_undivided_loss(result: Result, lines: Lines) -> Optional[Lines]:
     """TL201: divide the loss by the accumulation steps where it is backpropagated."""
     line_no = result.span[0]
     _, step = _related(result, "step")
+    if _related(result, "zeroed")[1] is not None:
+        return None  # while zero_grad wipes each micro-batch (TL104), dividing would shrink the update
     k = step.accum if step is not None else None
     if not k or not _is_expression(k):
         return None

@@ -12,6 +12,9 @@ from .base import Invariant, LineOf, Violation, where
 @dataclass(frozen=True)
 class _AccumState:
     backwards: Tuple[Event, ...] = ()  # backward passes since the last zero_grad/step (at most 2)
+    # A zero_grad inside an accumulation window (TL104's finding) that these backwards outlived:
+    # the window still counts, but only for a step known to be an accumulation boundary.
+    wiped_by: Optional[Event] = None
 
 
 class AccumulationScaling(Invariant):
@@ -29,17 +32,24 @@ class AccumulationScaling(Invariant):
                 kept = state.backwards if any(b.loss == LOSS_MEAN for b in state.backwards) else (state.backwards[0],)
                 if ev.loss == LOSS_MEAN and not any(b.loss == LOSS_MEAN for b in kept):
                     kept = (kept[0], ev)
-                return _AccumState(kept[:2]), []
-            return _AccumState(state.backwards + (ev,)), []
+                return _AccumState(kept[:2], state.wiped_by), []
+            return _AccumState(state.backwards + (ev,), state.wiped_by), []
+        if ev.kind is EventKind.ZERO_GRAD and ev.boundary is False and state.backwards:
+            # A zero_grad the code does not mean to end the window with (not at the boundary): the
+            # step gated on ``(i + 1) % k`` still says k micro-batches are meant to be accumulated,
+            # and moving this zero_grad (TL104's fix) leaves the loss undivided.
+            return replace(state, wiped_by=state.wiped_by or ev), []
         if ev.kind is EventKind.ZERO_GRAD or (ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
             # An unknown call (or ``p.grad /= k``) may have normalised the accumulated gradients.
             return _AccumState(), []
         if ev.kind is EventKind.OPTIMIZER_STEP:
             found = []
-            if len(state.backwards) >= 2 and ev.boundary is not False:
+            gated = ev.boundary is True if state.wiped_by is not None else ev.boundary is not False
+            if len(state.backwards) >= 2 and gated:
                 undivided = next((b for b in state.backwards if b.loss == LOSS_MEAN), None)
                 if undivided is not None:
-                    found.append(Violation("TL201", undivided, (("step", ev),)))
+                    related = (("step", ev),) + ((("zeroed", state.wiped_by),) if state.wiped_by else ())
+                    found.append(Violation("TL201", undivided, related))
             return _AccumState(), found
         return state, []
 
@@ -47,14 +57,21 @@ class AccumulationScaling(Invariant):
         step_event = v.get("step")
         step = where(step_event, line_of, "optimizer.step()")
         k = step_event.accum if step_event is not None and step_event.accum else "the number of accumulation steps"
+        zeroed = v.get("zeroed")
+        if zeroed is not None:
+            return (
+                f"{v.at.label} is meant to accumulate gradients of a mean-reduced loss over {k} "
+                f"micro-batches ({step} runs only at the accumulation boundary), but the loss is never "
+                f"divided by {k}: once {where(zeroed, line_of, 'zero_grad()')} stops wiping the earlier "
+                f"micro-batches (TL104), the summed gradient is that many times too large; divide the "
+                f"loss by {k} before backward()."
+            )
         return (
             f"{v.at.label} accumulates gradients of a mean-reduced loss over several micro-batches "
             f"before {step}, but the loss is never divided by {k}: the summed gradient is that many "
             f"times too large (a larger learning rate, and clipping/weight decay at the wrong "
             f"strength); divide the loss by {k} before backward()."
         )
-
-
 
 
 # --------------------------------------------------------------------------- TL203
