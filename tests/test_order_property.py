@@ -77,7 +77,10 @@ def render(structure, amp, divided, micro, boundary) -> str:
 
 
 def execute(structure, micro, boundary) -> List[str]:
-    """The events the generated loop performs, in order, over a few iterations."""
+    """The events the generated loop performs, in order, over a few iterations. A zero_grad at
+    the accumulation boundary (the modulo branch, after the micro-step loop) is written
+    ``zero_grad@boundary``: it ends the window on purpose, where one on every micro-batch wipes
+    what the step was meant to sum."""
     trace: List[str] = []
     for i in range(ITERATIONS):
         if structure == "plain":
@@ -85,16 +88,17 @@ def execute(structure, micro, boundary) -> List[str]:
         elif structure == "modulo":
             trace += micro
             if (i + 1) % ACCUM == 0:
-                trace += boundary
+                trace += ["zero_grad@boundary" if e == "zero_grad" else e for e in boundary]
         else:
             for _ in range(ACCUM):
                 trace += micro
-            trace += boundary
+            trace += ["zero_grad@boundary" if e == "zero_grad" else e for e in boundary]
     return trace
 
 
-def oracle(structure, amp, divided, trace: List[str]) -> set:
+def oracle(structure, amp, divided, tagged: List[str]) -> set:
     found = set()
+    trace = [e.split("@")[0] for e in tagged]
     for pos, event in enumerate(trace):
         before = trace[:pos]
         if event == "clip":
@@ -110,7 +114,10 @@ def oracle(structure, amp, divided, trace: List[str]) -> set:
             if "step" not in since_previous and "step" in trace[pos:]:
                 found.add("TL102")
         if event == "step" and structure != "plain" and not divided:
-            last_reset = max((i for i, e in enumerate(before) if e in ("zero_grad", "step")), default=-1)
+            # TL201: several backwards summed into this step. A step at an accumulation boundary
+            # says k micro-batches are meant to be summed, also while a zero_grad on every
+            # micro-batch (TL104) wipes them: fixing that leaves the loss undivided.
+            last_reset = max((i for i, e in enumerate(tagged[:pos]) if e in ("zero_grad@boundary", "step")), default=-1)
             if before[last_reset + 1 :].count("backward") >= 2:
                 found.add("TL201")
         if event == "step":

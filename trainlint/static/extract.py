@@ -18,7 +18,7 @@ from ..events import (
 from . import library
 from .losses import classify_loss
 from .module import Function, ModuleModel
-from .names import dotted, keyed, literal_key
+from .names import Selector, dotted, keyed, literal_key
 from .walk import walk
 from .roles import ACCELERATOR, ENGINE, FABRIC, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
 
@@ -66,6 +66,9 @@ class Frame:
     # Inside a loop over batches (a loader, or a training loop within another): only there is one
     # optimizer step per scheduler step known to be "per batch" rather than per epoch.
     batches: bool = False
+    # The ``value == literal`` tests of the enclosing ifs of this function: an attribute assigned
+    # different objects under such tests is, here, the one assigned under the same tests.
+    held: Tuple[Selector, ...] = ()
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.
@@ -140,8 +143,8 @@ class Extractor:
             label = self._labels[id(call)] = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
         return label
 
-    def role(self, path: Optional[str]) -> Optional[Role]:
-        role = self.model.roles.get(path)
+    def role(self, path: Optional[str], held: Tuple[Selector, ...] = ()) -> Optional[Role]:
+        role = self.model.roles.get(path, held)
         if role is None and self.caller_roles is not None:
             role = self.caller_roles.get(path)
         return role
@@ -333,7 +336,7 @@ class Extractor:
         return enter, exit_
 
     def _step_event(self, call: cst.Call, receiver: Optional[str], frame: Frame) -> Optional[Event]:
-        role = self.role(receiver)
+        role = self.role(receiver, frame.held)
         kind = role.kind if role is not None else None
         if kind == PIPELINE:
             # torch.distributed.pipelining schedules run forward and backward inside step().

@@ -28,7 +28,7 @@ from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from . import library
 from .calls import literal_bool
-from .names import dotted
+from .names import dotted, selectors
 from .project import Project
 from .sites import SiteIndex
 from .walk import children, walk
@@ -462,6 +462,9 @@ class Interpreter:
             orelse = block(stmt.orelse.body)
         k = self._boundary(stmt.test, frame)
         true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
+        held = selectors(stmt.test)
+        if held:
+            true_frame = replace(true_frame, held=true_frame.held + held)
         if body and isinstance(body[-1], cst.SimpleStatementLine) and isinstance(body[-1].body[-1], (cst.Continue, cst.Break, cst.Raise)):
             true_frame = replace(true_frame, skipping=True)  # ``if not finite: ...; continue``
         only_true = k is None and not orelse and self._calls_named(stmt.body, "set_epoch")

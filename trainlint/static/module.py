@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from .calls import arg
-from .names import ImportMap, access_path, dotted, keyed, literal_key, plain_key
+from .names import ImportMap, Selector, access_path, dotted, keyed, literal_key, plain_key, selectors
 from .roles import (
     LOADER,
     SAMPLER,
@@ -75,6 +75,9 @@ class ModuleModel:
         self.roles_pending_annotations: List[Tuple[str, cst.BaseExpression]] = []
         self.appended: Dict[str, List[cst.BaseExpression]] = {}  # list name -> what .append/.extend put in
         self.loop_sources: Dict[str, List[cst.BaseExpression]] = {}  # loop variable -> the iterables it runs over
+        # Assignments under ``if value == literal:`` tests: (function, target, value, the tests)
+        self.selected_assigns: List[Tuple[Optional[Function], cst.BaseExpression, cst.BaseExpression, Tuple[Selector, ...]]] = []
+        self._under: Tuple[Selector, ...] = ()
         self._collect(module.body, cls=None, func=None)
         self.roles = RoleTable()
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
@@ -97,6 +100,13 @@ class ModuleModel:
             elif isinstance(stmt, cst.ClassDef):
                 self.classes.setdefault(stmt.name.value, stmt)
                 self._collect(block(stmt.body), cls=stmt.name.value, func=func)
+            elif isinstance(stmt, cst.If):
+                outer = self._under
+                self._under = outer + selectors(stmt.test)
+                self._collect(block(stmt.body), cls, func)
+                self._under = outer
+                if stmt.orelse is not None:
+                    self._collect([stmt.orelse] if isinstance(stmt.orelse, cst.If) else block(stmt.orelse.body), cls, func)
             else:
                 if isinstance(stmt, cst.For):
                     for target in walk(stmt.target):
@@ -144,6 +154,8 @@ class ModuleModel:
 
     def _assign(self, func: Optional[Function], target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         (func.assigns if func else self.module_assigns).append((target, value))
+        if self._under:
+            self.selected_assigns.append((func, target, value, self._under))
 
     # ----------------------------------------------------------------- roles
     def _infer_roles(self) -> None:
@@ -155,6 +167,21 @@ class ModuleModel:
             for scope in scopes:
                 for target, value in scope:
                     self._role_of_assignment(target, value, scope)
+        for func, target, value, tests in self.selected_assigns:
+            self._role_under_tests(func, target, value, tests)
+
+    def _role_under_tests(self, func: Optional[Function], target: cst.BaseExpression,
+                          value: cst.BaseExpression, tests: Tuple[Selector, ...]) -> None:
+        """``self.scheduler`` is a plateau scheduler under ``if cfg["kind"] == "plateau":`` and a
+        per-update one under ``elif cfg["kind"] == "invsqrt":``: the table's one role is the
+        first; a use under the same test reads the object that test built."""
+        path = dotted(target)
+        scope = func.assigns if func is not None else self.module_assigns
+        role = self.role_of_value(value)
+        if role is not None and role.kind == SCHEDULER:
+            role = _optimizer_read_from(role, scope)
+        if path is not None and role is not None and role != self.roles.get(path):
+            self.roles.alternative(path, tests, role)
 
     def _role_of_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression,
                             scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]] = ()) -> None:

@@ -54,6 +54,35 @@ def access_path(node: cst.BaseExpression) -> Optional[str]:
 
 _PLAIN_KEY = re.compile(r"^\w+$")
 
+Selector = Tuple[str, str]  # (the value tested, the literal it equals): ``args.schedule == "cosine"``
+
+
+def selectors(test: cst.BaseExpression) -> Tuple[Selector, ...]:
+    """The ``value == literal`` conjuncts of an ``if`` test, the value as an access path with
+    ``cfg.get("k")`` read as ``cfg['k']``: code that builds one of several objects under
+    ``if cfg["kind"] == "a":`` and uses it under the same test means the object built there."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return selectors(test.left) + selectors(test.right)
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return ()
+    left, right = test.left, test.comparisons[0].comparator
+    if isinstance(left, (cst.SimpleString, cst.Integer)):
+        left, right = right, left
+    if not isinstance(right, (cst.SimpleString, cst.Integer)):
+        return ()
+    subject = _selected_value(left)
+    return ((subject, str(right.evaluated_value)),) if subject is not None else ()
+
+
+def _selected_value(node: cst.BaseExpression) -> Optional[str]:
+    if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get"
+            and node.args and node.args[0].keyword is None):
+        key = plain_key(node.args[0].value)
+        container = access_path(node.func.value)
+        return keyed(container, key) if key is not None and container is not None else None
+    return access_path(node)
+
 
 def _module_name(node) -> str:
     if isinstance(node, cst.Name):

@@ -8,7 +8,7 @@ for receivers no assignment explains.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -16,7 +16,7 @@ from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC
 from .calls import arg, kwarg, literal_bool, literal_str
 from . import library
 from .library import Argument
-from .names import ImportMap, access_path, dotted
+from .names import ImportMap, Selector, access_path, dotted
 from .walk import walk
 
 OPTIMIZER = "optimizer"
@@ -201,9 +201,22 @@ class RoleTable:
 
     def __init__(self) -> None:
         self.roles: Dict[str, Role] = {}
+        # path -> (the ``value == literal`` tests it was assigned under, the role it got there)
+        self.alternatives: Dict[str, List[Tuple[Tuple[Selector, ...], Role]]] = {}
 
-    def get(self, path: Optional[str]) -> Optional[Role]:
-        return self.roles.get(path) if path else None
+    def get(self, path: Optional[str], held: Tuple[Selector, ...] = ()) -> Optional[Role]:
+        """The role of ``path``; where the same tests hold as when one of its other assignments
+        ran (``held``: the tests of the enclosing ifs), that assignment's role."""
+        if not path:
+            return None
+        if held:
+            for tests, role in self.alternatives.get(path, ()):
+                if set(tests) <= set(held):
+                    return role
+        return self.roles.get(path)
+
+    def alternative(self, path: str, tests: Tuple[Selector, ...], role: Role) -> None:
+        self.alternatives.setdefault(path, []).append((tests, role))
 
     def set(self, path: Optional[str], role: Optional[Role]) -> bool:
         if not path or role is None or path in self.roles:
