@@ -16,6 +16,7 @@ from .cache import Cache, cache_dir, key
 from .catalog import load_catalog, matches
 from .config import Config, ignored_for
 from .files import SourceError, decode_source, discover, read_bytes
+from .pacing import paced_collection, start_worker, worker_analyzed
 from .findings import FileError, Finding
 from .notebooks import load_notebook
 from .static import library
@@ -170,7 +171,16 @@ def check_file(path: Path, settings: Settings) -> Tuple[List[Finding], List[File
 
 
 def _check_file_star(args: Tuple[Path, Settings]) -> Tuple[List[Finding], List[FileError]]:
-    return check_file(*args)
+    result = check_file(*args)
+    worker_analyzed(_size(args[0]))
+    return result
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:
@@ -180,7 +190,7 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     if settings.jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
         from concurrent.futures import ProcessPoolExecutor  # only worth importing for many files
 
-        with ProcessPoolExecutor(max_workers=settings.jobs) as pool:
+        with ProcessPoolExecutor(max_workers=settings.jobs, initializer=start_worker) as pool:
             results = list(pool.map(_check_file_star, [(p, settings) for p in files], chunksize=8))
     else:
         results = _check_in_reuse_order(files, settings)
@@ -198,13 +208,15 @@ def _check_in_reuse_order(files: List[Path], settings: Settings) -> List[Tuple[L
     is parsed once for both (a whole package imports itself everywhere)."""
     pending = OrderedDict((path.resolve(), path) for path in files)
     results: Dict[Path, Tuple[List[Finding], List[FileError]]] = {}
-    while pending:
-        resolved, path = pending.popitem(last=False)
-        mark = parsed_count()
-        results[resolved] = check_file(path, settings)
-        for followed in reversed(parsed_since(mark)):
-            if followed in pending:
-                pending.move_to_end(followed, last=False)
+    with paced_collection() as pacer:
+        while pending:
+            resolved, path = pending.popitem(last=False)
+            mark = parsed_count()
+            results[resolved] = check_file(path, settings)
+            pacer.analyzed(_size(path))
+            for followed in reversed(parsed_since(mark)):
+                if followed in pending:
+                    pending.move_to_end(followed, last=False)
     return [results[path.resolve()] for path in files]
 
 
