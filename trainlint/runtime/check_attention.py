@@ -41,11 +41,10 @@ def install(patcher, hub) -> None:
 
     def sdpa_wrapper(original):
         def scaled_dot_product_attention(*args, **kwargs):
-            # Compiled code keeps the original: tracing this wrapper would only break the graph.
-            if not torch.compiler.is_compiling() and hub.active:
+            if hub.active:  # (compiled code calls the original: see patches.py)
                 check(args, kwargs)
             return original(*args, **kwargs)
 
         return scaled_dot_product_attention
 
-    patcher.wrap(F, "scaled_dot_product_attention", sdpa_wrapper, per_step=True)
+    patcher.wrap(F, "scaled_dot_product_attention", sdpa_wrapper, per_step=True, traceable=True)

@@ -32,10 +32,9 @@ def install(patcher, hub) -> None:
     def wrapper(label: str, squashed_by):
         def make(original):
             def loss(input, *args, **kwargs):
-                # Compiled code keeps the original: tracing this wrapper would only break the graph.
-                # The input's producer is read at every call (a fresh autograd node each step, a
+                # Compiled code calls the original (see patches.py). The input's producer is read at every call (a fresh autograd node each step, a
                 # fraction of a microsecond); the call site is looked up only for a finding.
-                if hub.active and not torch.compiler.is_compiling() and hub.wants("TL801"):
+                if hub.active and hub.wants("TL801"):
                     what = squashed_by(input)
                     if what:
                         hub.found("TL801", user_site(), lambda: (
@@ -51,5 +50,5 @@ def install(patcher, hub) -> None:
         return make
 
     # nn.CrossEntropyLoss and nn.NLLLoss call these through the module attributes.
-    patcher.wrap(F, "cross_entropy", wrapper("cross_entropy()", _cross_entropy_input), per_step=True)
-    patcher.wrap(F, "nll_loss", wrapper("nll_loss()", _nll_input), per_step=True)
+    patcher.wrap(F, "cross_entropy", wrapper("cross_entropy()", _cross_entropy_input), per_step=True, traceable=True)
+    patcher.wrap(F, "nll_loss", wrapper("nll_loss()", _nll_input), per_step=True, traceable=True)

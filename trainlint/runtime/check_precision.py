@@ -16,7 +16,7 @@ def install(patcher, hub) -> None:
         def __enter__(self):
             result = original(self)
             # torch.cuda.amp.autocast and torch.cpu.amp.autocast enter through this method too.
-            if (hub.active and not torch.compiler.is_compiling() and self._enabled
+            if (hub.active and self._enabled
                     and self.fast_dtype == torch.float16 and torch.is_grad_enabled()):
                 hub.streams.stream.fp16_autocast = user_site()
                 hub.wake(on_backward)  # a float16 run: from now on, every backward is checked
@@ -34,5 +34,5 @@ def install(patcher, hub) -> None:
                 f"the loss with torch.amp.GradScaler, or autocast to bfloat16."
             ))
 
-    patcher.wrap(autocast, "__enter__", enter_wrapper, per_step=True)
+    patcher.wrap(autocast, "__enter__", enter_wrapper, per_step=True, traceable=True)
     hub.observe("backward", RULES, on_backward, awake=False)

@@ -153,7 +153,7 @@ def install(patcher, hub) -> None:
             warnings.warn(f"trainlint: cannot hook {label} in this torch version; clipping is not checked",
                           RuntimeWarning, stacklevel=2)
             continue
-        patcher.wrap_cell(cell, clip_wrapper(hub, label, norm_of), per_step=True)
+        patcher.wrap_cell(cell, clip_wrapper(hub, label, norm_of), per_step=True, traceable=True)
 
     def fsdp1_clip(module) -> None:
         # FSDP1's own clip method (it may call clip_grad_norm_ inside: then that call is nested).

@@ -47,7 +47,7 @@ def install(patcher, hub) -> None:
 
         return forward
 
-    patcher.wrap(DistributedDataParallel, "forward", ddp_forward, per_step=True)
+    patcher.wrap(DistributedDataParallel, "forward", ddp_forward, per_step=True, traceable=True)
     patcher.after_import("torch.distributed.fsdp", lambda _: _install_fsdp(patcher, hub))
 
 
@@ -87,8 +87,8 @@ def _install_fsdp(patcher, hub) -> None:
 
         return _root_pre_forward
 
-    patcher.wrap(FullyShardedDataParallel, "forward", fsdp1_forward, per_step=True)
-    patcher.wrap(FSDPState, "_root_pre_forward", fsdp2_root_pre_forward, per_step=True)
+    patcher.wrap(FullyShardedDataParallel, "forward", fsdp1_forward, per_step=True, traceable=True)
+    patcher.wrap(FSDPState, "_root_pre_forward", fsdp2_root_pre_forward, per_step=True, traceable=True)
 
 
 def _fsdp2_syncs(state) -> bool:

@@ -8,9 +8,18 @@ runs every undo even when one fails or a KeyboardInterrupt arrives in the middle
 Hooks on calls a training step makes every time (``per_step=True``) can also be taken out and put
 back while the session lasts: the guard removes them while it samples a steady loop (see
 :mod:`.sampling`), so the steps in between run torch's own functions.
+
+Under ``torch.compile`` two more things hold. A hook on a function that compiled code traces
+(``traceable=True``: functional ops, module forwards, clipping) hands dynamo the original: the
+compiled graph is the one without the guard, with no graph break (the check runs where the call
+runs eagerly). And once dynamo has compiled something, per-step hooks are no longer swapped in and
+out: compiled code guards on the identity of every function it traced, so each swap would
+recompile it; the hooks stay installed and pass straight through to torch's function while they
+are "out".
 """
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import inspect
@@ -28,13 +37,22 @@ class Patcher:
         self._finder: Optional[_AfterImport] = None
         # (owner, name, original) for every replaced attribute: what the tests check after exit.
         self.replaced: List[Tuple[Any, str, Any]] = []
-        # (put in, take out) of every per-step hook, and whether they are in now.
-        self._per_step: List[Tuple[Callable[[], None], Callable[[], None]]] = []
+        # (put in, take out, hold in) of every per-step hook, and whether they are in now.
+        self._per_step: List[Tuple[Callable[[], None], Callable[[], None], Callable[[], None]]] = []
         self.per_step_in = True
+        self._held = False  # per-step hooks stay installed and pass through while out (dynamo loaded)
 
-    def wrap(self, owner: Any, name: str, make: Callable[[Any], Any], per_step: bool = False) -> None:
-        """Replace ``owner.name`` (defined on ``owner`` itself) by ``make(original)``."""
-        self.replace(owner, name, make(vars(owner)[name]), per_step)
+    def wrap(self, owner: Any, name: str, make: Callable[[Any], Any], per_step: bool = False,
+             traceable: bool = False) -> None:
+        """Replace ``owner.name`` (defined on ``owner`` itself) by ``make(original)``.
+        ``traceable``: compiled code may call it; it then sees the original."""
+        original = vars(owner)[name]
+        wrapper = make(original)
+        value = _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper
+        self.replace(owner, name, value, per_step)
+        if per_step and not traceable:
+            self._per_step[-1] = self._per_step[-1][:2] + (
+                lambda: setattr(owner, name, _passes_while_out(original, wrapper, self)),)
 
     def replace(self, owner: Any, name: str, value: Any, per_step: bool = False) -> None:
         original = vars(owner).get(name, _ABSENT)
@@ -49,11 +67,15 @@ class Patcher:
 
         self._undo.append(undo)
         if per_step:
-            self._add_per_step(lambda: setattr(owner, name, value), undo)
+            put_in = lambda: setattr(owner, name, value)  # noqa: E731
+            self._add_per_step(put_in, undo, put_in)
 
-    def wrap_cell(self, cell: CellType, make: Callable[[Any], Any], per_step: bool = False) -> None:
+    def wrap_cell(self, cell: CellType, make: Callable[[Any], Any], per_step: bool = False,
+                  traceable: bool = False) -> None:
         original = cell.cell_contents
-        wrapper = cell.cell_contents = make(original)
+        wrapper = make(original)
+        value = cell.cell_contents = (
+            _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper)
 
         def undo() -> None:
             cell.cell_contents = original
@@ -61,21 +83,36 @@ class Patcher:
         self._undo.append(undo)
         if per_step:
             def put_in() -> None:
-                cell.cell_contents = wrapper
+                cell.cell_contents = value
 
-            self._add_per_step(put_in, undo)
+            def hold() -> None:
+                cell.cell_contents = value if traceable else _passes_while_out(original, wrapper, self)
 
-    def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None]) -> None:
-        self._per_step.append((put_in, take_out))
-        if not self.per_step_in:  # hooked after an import while they are out: out with the rest
+            self._add_per_step(put_in, undo, hold)
+
+    def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None],
+                      hold: Callable[[], None]) -> None:
+        self._per_step.append((put_in, take_out, hold))
+        if self._held:
+            hold()
+        elif not self.per_step_in:  # hooked after an import while they are out: out with the rest
             take_out()
 
     def set_per_step(self, put_in: bool) -> None:
         """Put the per-step hooks in, or take them out (torch's own functions run instead)."""
-        if put_in != self.per_step_in:
-            self.per_step_in = put_in
+        if put_in == self.per_step_in:
+            return
+        self.per_step_in = put_in
+        if not self._held and _compiled_code_exists():
+            # From now on the hooks stay installed (see the module's docstring): each reads
+            # ``per_step_in`` and passes through to torch's function while out.
+            self._held = True
             for hook in self._per_step:
-                hook[0 if put_in else 1]()
+                hook[2]()
+        if self._held:
+            return
+        for hook in self._per_step:
+            hook[0 if put_in else 1]()
 
     def handle(self, handle: Any) -> None:
         """A torch RemovableHandle (global optimizer hooks and the like)."""
@@ -105,8 +142,52 @@ class Patcher:
         self.replaced.clear()
         self._per_step.clear()
         self.per_step_in = True
+        self._held = False
         if pending is not None:
             raise pending
+
+
+def _compiled_code_exists() -> bool:
+    """Has dynamo compiled a graph in this process? (Read without importing it: many programs
+    import dynamo through other modules and never compile anything.)"""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    return counters is not None and counters["stats"]["unique_graphs"] > 0
+
+
+def _compiled_sees(original: Any, wrapper: Any, patcher: Optional[Patcher]) -> Any:
+    """``wrapper`` as eager code calls it, ``original`` as dynamo traces it: ``is_compiling()`` is
+    a constant True while dynamo traces, so the compiled graph holds the original call and no
+    guard on the guard's own state. ``patcher``: a per-step hook, passing through while out."""
+    if not isinstance(wrapper, FunctionType):
+        return wrapper
+    from torch.compiler import is_compiling
+
+    if patcher is None:
+        def hooked(*args, **kwargs):
+            if is_compiling():
+                return original(*args, **kwargs)
+            return wrapper(*args, **kwargs)
+    else:
+        def hooked(*args, **kwargs):
+            if is_compiling() or not patcher.per_step_in:
+                return original(*args, **kwargs)
+            return wrapper(*args, **kwargs)
+
+    return functools.wraps(wrapper)(hooked)
+
+
+def _passes_while_out(original: Any, wrapper: Any, patcher: Patcher) -> Any:
+    """A per-step hook held installed: torch's own function while the hooks are out."""
+    if not isinstance(wrapper, FunctionType):
+        return wrapper
+
+    def hooked(*args, **kwargs):
+        if patcher.per_step_in:
+            return wrapper(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    return functools.wraps(wrapper)(hooked)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
