@@ -70,9 +70,10 @@ def _all_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
     stack = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and current is not node:
+        kind = type(current)  # exact types: see names.dotted
+        if (kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda) and current is not node:
             continue
-        if isinstance(current, cst.Call):
+        if kind is cst.Call:
             yield current
         stack.extend(children(current))
 

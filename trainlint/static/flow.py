@@ -84,11 +84,12 @@ def _unique(states: Iterable[PathState]) -> List[PathState]:
 
 def _walk_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
     """Calls in evaluation order (arguments and receivers before the call); skips lambdas."""
-    if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+    kind = type(node)  # exact types: see names.dotted
+    if kind is cst.Lambda or kind is cst.FunctionDef or kind is cst.ClassDef:
         return
     for child in children(node):
         yield from _walk_calls(child)
-    if isinstance(node, cst.Call):
+    if kind is cst.Call:
         yield node
 
 
@@ -104,7 +105,8 @@ _EVENT_NAMES = frozenset({
 
 _BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)
 _DATA_NAME = re.compile(r"loader|batch|data|iter|train_ds|dataset", re.IGNORECASE)
-_JUMPS = (cst.Return, cst.Raise, cst.Break, cst.Continue)
+_JUMP_TYPES = frozenset((cst.Return, cst.Raise, cst.Break, cst.Continue))
+_GRAD_EDIT_TYPES = frozenset((cst.Assign, cst.AugAssign, cst.Expr))  # statements that may set .grad
 
 
 class Interpreter:
@@ -201,14 +203,10 @@ class Interpreter:
                 direct.add(id(fn.node))
             else:
                 calls.setdefault(id(fn.node), set()).add(site.name)
-        for fn in self.model.all_functions:
-            if id(fn.node) not in direct and (self._loaders_matter or ".grad" in self.model.source):
-                if any(
-                    (isinstance(node, cst.Assign) and _clears_grad(node)) or _rescales_grad(node)
-                    or (isinstance(node, cst.For) and self._loaders_matter)
-                    for node in self.model.subtree(fn.node)
-                ):
-                    direct.add(id(fn.node))
+        if self._loaders_matter or ".grad" in self.model.source:
+            # Module facts, whoever the caller: computed once per module.
+            edits, loops = self.model.memo("grad_edits_and_loops", lambda: _grad_edits_and_loops(self.model))
+            direct |= edits | (loops if self._loaders_matter else set())
         eventful = set(direct)
         changed = True
         while changed:
@@ -260,14 +258,15 @@ class Interpreter:
             cached = False
             fn = frame.function
             for sub in self.model.subtree(node):
-                if isinstance(sub, cst.Call):
+                kind = type(sub)  # exact types: see names.dotted
+                if kind is cst.Call:
                     callee = self._local_callee(sub, frame, parse=False)
                     cached = self._owner(callee).worth_inlining(callee) if callee is not None else (
                         self._may_event(sub, fn, relevance=True) or self._may_train_elsewhere(sub))
-                elif isinstance(sub, _JUMPS) or (isinstance(sub, cst.For) and self._loaders_matter):
+                elif kind in _JUMP_TYPES or (kind is cst.For and self._loaders_matter):
                     cached = True
-                elif isinstance(sub, (cst.Assign, cst.AugAssign, cst.Expr)) and (
-                        (isinstance(sub, cst.Assign) and (_clears_grad(sub) or _flag_assigned(sub) in self._flags))
+                elif kind in _GRAD_EDIT_TYPES and (
+                        (kind is cst.Assign and (_clears_grad(sub) or _flag_assigned(sub) in self._flags))
                         or _rescales_grad(sub)):
                     cached = True
                 if cached:
@@ -1133,6 +1132,24 @@ def _clears_grad(assign: cst.Assign) -> bool:
     )
 
 
+def _grad_edits_and_loops(model: ModuleModel) -> Tuple[Set[int], Set[int]]:
+    """The functions (ids of their nodes) whose code sets or rescales gradients by hand, and those
+    with a for loop (a pass over a loader, when loaders matter)."""
+    edits: Set[int] = set()
+    loops: Set[int] = set()
+    grads = ".grad" in model.source
+    for fn in model.all_functions:
+        for node in model.subtree(fn.node):
+            kind = type(node)  # exact types: see names.dotted
+            if grads and kind in _GRAD_EDIT_TYPES and ((kind is cst.Assign and _clears_grad(node)) or _rescales_grad(node)):
+                edits.add(id(fn.node))
+            elif kind is cst.For:
+                loops.add(id(fn.node))
+            if id(fn.node) in edits and id(fn.node) in loops:
+                break
+    return edits, loops
+
+
 def _partial_clears(model: ModuleModel) -> Set[int]:
     """``p.grad = None`` under a condition (``if "prototypes" in name:``): some gradients dropped
     on purpose (a module frozen for a while, non-finite ones skipped), not a zero_grad; it is
@@ -1173,11 +1190,12 @@ def _literal_flags(model: ModuleModel) -> FrozenSet[str]:
 
 def _rescales_grad(small: cst.BaseSmallStatement) -> bool:
     """``p.grad = expr``, ``p.grad /= k``, ``p.grad.div_(k)``, ``p.grad.data.mul_(s)``."""
-    if isinstance(small, cst.Assign):
+    kind = type(small)  # exact types: see names.dotted
+    if kind is cst.Assign:
         return any(_is_grad(t.target) for t in small.targets)  # includes a partial ``p.grad = None``
-    if isinstance(small, cst.AugAssign):
+    if kind is cst.AugAssign:
         return _is_grad(small.target)
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    if kind is cst.Expr and type(small.value) is cst.Call:
         func = small.value.func
         return isinstance(func, cst.Attribute) and func.attr.value in _GRAD_SCALERS and _is_grad(func.value)
     return False
@@ -1187,9 +1205,9 @@ _GRAD_SCALERS = frozenset({"div_", "mul_", "copy_", "set_"})
 
 
 def _is_grad(node: cst.BaseExpression) -> bool:
-    while isinstance(node, cst.Attribute) and node.attr.value == "data":
+    while type(node) is cst.Attribute and node.attr.value == "data":
         node = node.value
-    return isinstance(node, cst.Attribute) and node.attr.value == "grad"
+    return type(node) is cst.Attribute and node.attr.value == "grad"
 
 
 def _manages_sync(model: ModuleModel) -> bool:

@@ -11,7 +11,7 @@ import fnmatch
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -142,16 +142,19 @@ class Library:
     losses: List[DescribedLoss]
     digest: str  # identifies the descriptions (cache entries depend on them)
     mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
+    # (qualified, name) -> answer: every call of every file asks, and the answer never changes
+    _constructed: Dict[Tuple[Optional[str], str], Optional[Constructed]] = field(default_factory=dict, repr=False, compare=False)
+    _functions: Dict[Tuple[Optional[str], str], Optional[Tuple[Effect, ...]]] = field(default_factory=dict, repr=False, compare=False)
 
     def mentioned(self, source: str) -> bool:
         """Could a described call be in this source? (A cheap test before parsing.)"""
         return self.mentions.search(source) is not None
 
     def constructed(self, qualified: Optional[str], name: str) -> Optional[Constructed]:
-        for names, built in self.objects:
-            if names.match(qualified, name):
-                return built
-        return None
+        key = (qualified, name)
+        if key not in self._constructed:
+            self._constructed[key] = next((built for names, built in self.objects if names.match(qualified, name)), None)
+        return self._constructed[key]
 
     def loop_methods(self, qualified_base: Optional[str], name: str) -> Optional[FrameworkLoop]:
         """The framework loop a class deriving from this base runs, if any."""
@@ -185,10 +188,10 @@ class Library:
         return found if found is not None else self.methods.get((None, name))
 
     def function(self, qualified: Optional[str], name: str) -> Optional[Tuple[Effect, ...]]:
-        for names, effects in self.functions:
-            if names.match(qualified, name):
-                return effects
-        return None
+        key = (qualified, name)
+        if key not in self._functions:
+            self._functions[key] = next((effects for names, effects in self.functions if names.match(qualified, name)), None)
+        return self._functions[key]
 
     def returns_given(self, qualified: Optional[str], name: str, receiver_role: Optional[str]) -> Optional[Returned]:
         """What the call hands back, when the descriptions say it hands back objects."""

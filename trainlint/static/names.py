@@ -14,11 +14,13 @@ import libcst as cst
 
 def dotted(node: cst.BaseExpression) -> Optional[str]:
     """``a.b.c`` for a chain of names and attributes, else None."""
+    # ``type(x) is`` rather than isinstance: libcst's node classes are ABCs, so every isinstance
+    # that fails goes through ABCMeta's Python-level hook, and this runs for nearly every node.
     parts = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None

@@ -29,6 +29,16 @@ _PARSED: "OrderedDict[Path, Tuple[Tuple[int, int], Optional[ModuleModel]]]" = Or
 MAX_PARSED = 48
 _PARSED_ORDER: List[Path] = []  # every module parsed to be followed, in order (see parsed_since)
 _FOUND: Dict[Tuple[Tuple[Path, ...], str], Optional[Path]] = {}  # (search bases, module name) -> file
+_DIRECTORIES: Dict[Path, Path] = {}  # a module's path -> its resolved directory (relative imports)
+
+
+def _directory_of(path: Path) -> Path:
+    """Where a relative import of the module at ``path`` starts: resolved once per path (every
+    ``from .x import y`` of every checked file asks, and resolving is a system call per part)."""
+    found = _DIRECTORIES.get(path)
+    if found is None:
+        found = _DIRECTORIES[path] = path.resolve().parent
+    return found
 
 
 def _load(path: Path) -> Optional[ModuleModel]:
@@ -77,6 +87,7 @@ def forget_parsed() -> None:
     _PARSED_ORDER.clear()
     _TEXT_CHECKED.clear()
     _BLOCKS.clear()
+    _DIRECTORIES.clear()
 
 
 def remember_checked(model: ModuleModel) -> None:
@@ -203,7 +214,7 @@ class Project:
         level = len(name) - len(name.lstrip("."))
         parts = [p for p in name.lstrip(".").split(".") if p]
         if level:
-            base = ((importer.path if importer is not None else None) or self.path).resolve().parent
+            base = _directory_of((importer.path if importer is not None else None) or self.path)
             for _ in range(level - 1):
                 base = base.parent
             bases = [base]

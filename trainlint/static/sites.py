@@ -118,9 +118,10 @@ class SiteIndex:
         stack = [node]
         while stack:
             current = stack.pop()
-            if isinstance(current, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            kind = type(current)  # exact types: see names.dotted
+            if kind is cst.Lambda or kind is cst.FunctionDef or kind is cst.ClassDef:
                 continue
-            if isinstance(current, cst.Call):
+            if kind is cst.Call:
                 self.sites.append(CallSite(current, stmt, fn, loops, tests, withs))
                 if self._handler_depth:
                     self.exceptional.add(id(current))
