@@ -1,12 +1,12 @@
 """Optimizer and schedule construction: TL305, TL602, TL701, TL702."""
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
 import libcst as cst
 
 from ..calls import arg, kwarg, literal_bool, literal_number
-from ..names import dotted
+from ..names import dotted, plain_key
 from ..roles import params_owner
 from . import Context, Match
 
@@ -30,15 +30,45 @@ def _weight_decay(ctx: Context, call: cst.Call) -> Optional[float]:
     return ctx.model.values.number(value.value) if value is not None else None
 
 
+def _group_decays(ctx: Context, params: Optional[cst.BaseExpression]) -> List[float]:
+    """Literal ``weight_decay`` values of param-group dicts: ``Adam([{"params": ..., "weight_decay":
+    0.01}, ...])``, also through a list variable assigned once in the module."""
+    lists = [params] if params is not None else []
+    if isinstance(params, cst.Name):
+        assigned = ctx.model.values_assigned(params.value)
+        lists = assigned if len(assigned) == 1 else []
+    decays = []
+    for group_list in lists:
+        if not isinstance(group_list, (cst.List, cst.Tuple)):
+            continue
+        for element in group_list.elements:
+            if not isinstance(element.value, cst.Dict):
+                continue
+            for entry in element.value.elements:
+                if isinstance(entry, cst.DictElement) and plain_key(entry.key) == "weight_decay":
+                    decay = ctx.model.values.number(entry.value)
+                    if decay is not None:
+                        decays.append(decay)
+    return decays
+
+
 def adam_weight_decay(ctx: Context) -> Iterable[Match]:
     for site, last in optimizer_calls(ctx):
+        if last != "Adam":
+            continue
         decay = _weight_decay(ctx, site.call)
-        if last == "Adam" and decay is not None and decay > 0:
-            yield Match("TL702", site.call, lambda line_of, d=decay: (
-                f"Adam(weight_decay={d}) adds the decay to the gradient (coupled L2), so Adam's "
-                f"per-parameter scaling shrinks it for parameters with large gradients and the "
-                f"regularisation is much weaker and uneven; use torch.optim.AdamW for decoupled weight decay."
-            ))
+        grouped = max(_group_decays(ctx, arg(site.call, 0, "params")), default=0.0)
+        if decay is not None and decay > 0:
+            shown = f"Adam(weight_decay={decay})"
+        elif grouped > 0:
+            shown = f"Adam with a param group of weight_decay={grouped}"
+        else:
+            continue
+        yield Match("TL702", site.call, lambda line_of, shown=shown: (
+            f"{shown} adds the decay to the gradient (coupled L2), so Adam's "
+            f"per-parameter scaling shrinks it for parameters with large gradients and the "
+            f"regularisation is much weaker and uneven; use torch.optim.AdamW for decoupled weight decay."
+        ))
 
 
 def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
