@@ -460,7 +460,10 @@ class Interpreter:
         elif isinstance(stmt.orelse, cst.Else):
             orelse = block(stmt.orelse.body)
         k = self._boundary(stmt.test, frame)
-        true_frame = replace(frame, accum=k) if k is not None and polarity and frame.accum is None else frame
+        # ``if (i + 1) % k != 0:`` (or ``if not boundary:``) runs the micro-steps: the boundary is its else.
+        negative = k is not None and _negated(stmt.test, polarity)
+        true_frame = replace(frame, accum=k) if k is not None and not negative and frame.accum is None else frame
+        false_frame = replace(frame, accum=k) if negative and frame.accum is None else frame
         held = selectors(stmt.test)
         if held:
             true_frame = replace(true_frame, held=true_frame.held + held)
@@ -497,7 +500,7 @@ class Interpreter:
             marked = [replace(s, last_pass=s.last_pass | {loop_id}) for s in (true_states if when else false_states)]
             true_states, false_states = (marked, false_states) if when else (true_states, marked)
         taken = self.block(body, true_states, true_frame)
-        other = self.block(orelse, false_states, frame) if orelse else Outcome(normal=false_states)
+        other = self.block(orelse, false_states, false_frame) if orelse else Outcome(normal=false_states)
         merged = _merge(taken, other, None)
         merged.normal = _unique(taken.normal + other.normal)
         return merged
@@ -576,10 +579,7 @@ class Interpreter:
         if k is None:
             return None
         _, polarity = self._cond_key(stmt.test)
-        negative = not polarity or any(
-            isinstance(c.operator, cst.NotEqual) for node in walk(stmt.test) if isinstance(node, cst.Comparison) for c in node.comparisons
-        )
-        return k if negative else None
+        return k if _negated(stmt.test, polarity) else None
 
     def _micro_loop(self, stmt: cst.CSTNode, frame: Frame) -> Optional[str]:
         if not isinstance(stmt, (cst.For, cst.While)) or not self._calls_named(stmt.body, "backward"):
@@ -1129,6 +1129,13 @@ def _clears_grad(assign: cst.Assign) -> bool:
         isinstance(assign.value, cst.Name)
         and assign.value.value == "None"
         and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in assign.targets)
+    )
+
+
+def _negated(test: cst.BaseExpression, polarity: bool) -> bool:
+    """Does a boundary test hold on the micro-steps (``(i + 1) % k != 0``, ``not boundary``)?"""
+    return not polarity or any(
+        isinstance(c.operator, cst.NotEqual) for node in walk(test) if isinstance(node, cst.Comparison) for c in node.comparisons
     )
 
 
