@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional, Set
+from typing import Iterable, Optional, Set, Tuple
 
 import libcst as cst
 
 from ..module import Function, block
 from ..names import dotted
 from ...optimizers import OPTIMIZER_STATE
-from ..calls import arg
+from ..calls import arg, literal_bool
 from ..roles import LOADER, OPTIMIZER, SCHEDULER
 from ..walk import walk
 from . import Context, Match
@@ -99,30 +99,69 @@ def _steps_after(ctx: Context, loop: cst.For) -> bool:
 
 
 # --------------------------------------------------------------------------- TL502
-def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
-    reported: Set[int] = set()
+def _sets_mode(site, training: bool) -> bool:
+    """``model.eval()`` / ``model.train(False)`` (evaluation), ``model.train()`` / ``train(True)``."""
+    if site.receiver is None:
+        return False
+    args = site.call.args
+    if site.name == "eval":
+        return not training and not args
+    if site.name != "train" or len(args) > 1:
+        return False
+    if args and args[0].keyword is not None and args[0].keyword.value != "mode":
+        return False
+    flag = literal_bool(args[0].value) if args else True
+    return flag is training
+
+
+def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
+    """(eval site, forward site) for each forward of the evaluated model in a loop that runs after
+    ``model.eval()`` (or ``train(False)``) without no_grad: in a function that only evaluates, or,
+    inline in a training function, in a loop that does not train and comes before the model is put
+    back in training mode."""
+    training_loops = {id(loop) for loop in ctx.sites.training_loops()}
+    order = ctx.sites.statement_order
     for site in ctx.sites.sites:
-        if site.name != "eval" or site.call.args or site.receiver is None:
+        if not _sets_mode(site, training=False):
             continue
         fn = site.function
-        if fn is None or ctx.sites.trains(fn) or no_grad_function(ctx, fn):
+        if fn is None or no_grad_function(ctx, fn):
             continue
+        inline = ctx.sites.trains(fn)
         model = site.receiver
+        start = order.get(id(site.statement), -1)
+        # where the model trains again: the first train() of the same model after the eval
+        end = min((order.get(id(s.statement), -1) for s in ctx.sites.in_function(fn)
+                   if s.receiver == model and _sets_mode(s, training=True) and order.get(id(s.statement), -1) > start),
+                  default=None)
         for forward in ctx.sites.in_function(fn):
-            if dotted(forward.call.func) != model or not forward.loops or id(forward.call) in reported:
+            if dotted(forward.call.func) != model or not forward.loops:
                 continue
             if any(is_no_grad(ctx, w) for w in forward.withs):
                 continue
-            if ctx.sites.statement_order.get(id(forward.statement), -1) < ctx.sites.statement_order.get(id(site.statement), -1):
+            at = order.get(id(forward.statement), -1)
+            if at < start:
                 continue
-            reported.add(id(forward.call))
-            yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call: (
-                f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, "
-                f"{line_of(e)}) that builds autograd graphs: eval() does not disable gradients, so "
-                f"every activation is kept, using several times the memory and time; wrap the loop "
-                f"in torch.no_grad() or torch.inference_mode()."
-            ))
-            break
+            if inline and (end is not None and at > end or id(forward.loops[-1]) in training_loops
+                           or order.get(id(forward.loops[-1]), -1) < start):
+                continue  # the training loop's own forward, or one after train() again
+            yield site, forward
+
+
+def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
+    reported: Set[int] = set()
+    done: Set[int] = set()  # one finding per evaluation: its first forward
+    for site, forward in eval_forwards(ctx):
+        if id(forward.call) in reported or id(site.call) in done:
+            continue
+        reported.add(id(forward.call))
+        done.add(id(site.call))
+        yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call: (
+            f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, "
+            f"{line_of(e)}) that builds autograd graphs: eval() does not disable gradients, so "
+            f"every activation is kept, using several times the memory and time; wrap the loop "
+            f"in torch.no_grad() or torch.inference_mode()."
+        ))
 
 
 def is_no_grad(ctx: Context, item: cst.BaseExpression) -> bool:
@@ -179,6 +218,34 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
                 value = site.call.args[0].value
                 if isinstance(value, cst.Name) and value.value in losses:
                     yield from _retained(ctx, site.call, value.value, training, fn, site)
+    yield from _evaluation_losses_kept(ctx)
+
+
+def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:
+    """``running_vloss += vloss`` in an evaluation loop that runs without no_grad (TL502's loop),
+    ``vloss`` computed from the model's output there: each batch's graph stays alive in the sum."""
+    reported: Set[int] = set()
+    for _, forward in eval_forwards(ctx):
+        fn, loop = forward.function, forward.loops[-1]
+        inside = {id(node) for node in ctx.model.subtree(loop)}
+        outputs = {dotted(target) for target, value in fn.assigns if value is forward.call}
+        losses = {
+            target.value for target, value in fn.assigns
+            if isinstance(target, cst.Name) and isinstance(value, cst.Call) and id(value) in inside
+            and value is not forward.call and any(dotted(a.value) in outputs or a.value is forward.call for a in value.args)
+        }
+        for aug in fn.aug_assigns:
+            name = aug.value.value if isinstance(aug.value, cst.Name) else None
+            if (name not in losses or not isinstance(aug.operator, cst.AddAssign) or id(aug) not in inside
+                    or id(aug) in reported or _rebound_detached(ctx, fn, name) or _reset_in_loop(aug.target, loop)):
+                continue
+            reported.add(id(aug))
+            yield Match("TL503", aug, lambda line_of, n=name, c=ctx.code(aug), f=forward.call: (
+                f"`{c}` keeps the tensor `{n}` itself, and with it the autograd graph of every "
+                f"evaluation batch ({ctx.label(f)}, {line_of(f)}, runs without no_grad): memory grows "
+                f"with each batch until the evaluation is out of memory; accumulate {n}.item(), or "
+                f"evaluate under torch.no_grad()."
+            ))
 
 
 def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
