@@ -1,6 +1,8 @@
 """TL901 checkpoint-not-resumable: torch.save of a checkpoint dict holding a model's state dict but
 no optimizer state, confirmed when training goes on after it (an optimizer step follows); a final
-weights export after the last step is not a finding."""
+weights export after the last step is not a finding. A bare model state dict saved again by the
+same line after more training (a periodic checkpoint, not one named "best") counts too when the
+optimizer keeps state and a schedule runs, as the static rule reads ``if step % N == 0:``."""
 from __future__ import annotations
 
 from typing import Any, Dict
@@ -44,15 +46,29 @@ def missing_optimizer_state(obj: Any) -> bool:
 def install(patcher, hub) -> None:
     import torch
 
-    pending: Dict[Site, None] = {}  # torch.save sites waiting for a later optimizer step
+    # torch.save sites waiting for a later optimizer step -> whether they saved bare weights
+    # periodically (then only a stateful optimizer *and* a schedule make them a finding)
+    pending: Dict[Site, bool] = {}
+    bare: Dict[Site, int] = {}  # sites that saved a bare model state dict -> optimizer steps then
+
+    def wait(site: Site, periodic: bool) -> None:
+        if len(pending) >= _PENDING_KEPT:
+            del pending[next(iter(pending))]
+        pending[site] = periodic
+        hub.wake(on_step)
 
     def save_wrapper(original):
         def save(obj, *args, **kwargs):
-            if hub.active and hub.wants("TL901") and missing_optimizer_state(obj):
-                if len(pending) >= _PENDING_KEPT:
-                    del pending[next(iter(pending))]
-                pending[user_site()] = None
-                hub.wake(on_step)
+            if hub.active and hub.wants("TL901"):
+                if missing_optimizer_state(obj):
+                    wait(user_site(), False)
+                elif _is_model_state(obj) and not _named_best(args, kwargs):
+                    site, steps = user_site(), hub.streams.stream.steps
+                    before = bare.get(site)
+                    if len(bare) < _PENDING_KEPT or site in bare:
+                        bare[site] = steps
+                    if before is not None and steps > before:
+                        wait(site, True)
             return original(obj, *args, **kwargs)
 
         return save
@@ -63,11 +79,12 @@ def install(patcher, hub) -> None:
         scheduled.add(id(getattr(scheduler, "optimizer", None)))
 
     def on_step(stream, optimizer, site, backward_ran: bool) -> None:
-        lost = lost_on_resume(optimizer, id(optimizer) in scheduled)
+        is_scheduled = id(optimizer) in scheduled
+        lost = lost_on_resume(optimizer, is_scheduled)
         while pending:
             saved_at = next(iter(pending))
-            del pending[saved_at]
-            if lost:
+            periodic = pending.pop(saved_at)
+            if lost and (not periodic or (is_scheduled and any(optimizer.state.values()))):
                 hub.found("TL901", saved_at, lambda: (
                     f"torch.save() checkpoints the model weights inside the training loop but not the "
                     f"optimizer state: resuming from it restarts {lost} from scratch, so the resumed "
@@ -79,6 +96,12 @@ def install(patcher, hub) -> None:
     patcher.wrap(torch, "save", save_wrapper)
     hub.observe("optimizer_step", RULES, on_step, awake=False)
     hub.observe("new_scheduler_step", RULES, on_scheduler)
+
+
+def _named_best(args: tuple, kwargs: dict) -> bool:
+    """Saved to a file named for the best model so far: an export, not a resume point."""
+    target = args[0] if args else kwargs.get("f")
+    return "best" in str(target).lower()
 
 
 def lost_on_resume(optimizer: Any, scheduled: bool) -> str:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional, Set, Tuple
+from typing import Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -305,16 +305,19 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
     has_optimizer = any(r.kind == OPTIMIZER for r in ctx.model.roles.roles.values()) or "optim" in ctx.model.source
     if not has_optimizer:
         return
-    lost = lost_on_resume(ctx)
-    if not lost:
+    stateful, scheduled = _state_lost_on_resume(ctx)
+    if not stateful and not scheduled:
         return  # a stateless optimizer (SGD without momentum) and no schedule: nothing to restore
+    lost = " and ".join(stateful + (["the learning-rate schedule's position"] if scheduled else []))
     for site in ctx.sites.sites:
         if dotted(site.call.func) != "torch.save" or not site.call.args:
             continue
         saved = _saved_expression(ctx, site)
-        # Only a checkpoint dict (weights plus epoch/step/...) is meant for resuming; a bare
-        # model.state_dict() is a weights export ("best.pt"), which is fine mid-training.
-        if not _is_checkpoint_dict(saved):
+        # A checkpoint dict (weights plus epoch/step/...) is meant for resuming; so is a bare
+        # model.state_dict() saved every N steps while a stateful optimizer and a schedule run.
+        # Other bare weights are an export ("best.pt", the final model), fine mid-training.
+        if not _is_checkpoint_dict(saved) and not (_is_state_dict(saved) and _periodic(ctx, site)
+                                                   and stateful and scheduled):
             continue
         state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
         if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
@@ -329,11 +332,11 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         ))
 
 
-def lost_on_resume(ctx: Context) -> Optional[str]:
-    """What a weights-only checkpoint cannot restore: the state of the optimizers built here and
-    the position of a learning-rate schedule. None when every optimizer built here is stateless
-    (SGD with momentum 0) and there is no schedule; an optimizer built elsewhere counts as stateful."""
-    lost = []
+def _state_lost_on_resume(ctx: Context) -> Tuple[List[str], bool]:
+    """What a weights-only checkpoint cannot restore: the state of each stateful optimizer built
+    here (SGD with momentum 0 has none; one built elsewhere counts as stateful), and whether a
+    learning-rate schedule runs (its position)."""
+    lost: List[str] = []
     built = False
     for site, name in optimizer_calls(ctx):
         built = True
@@ -347,9 +350,7 @@ def lost_on_resume(ctx: Context) -> Optional[str]:
             lost.append(what)
     if not built:
         lost.append("the optimizer's state")
-    if any(r.kind == SCHEDULER for r in ctx.model.roles.roles.values()):
-        lost.append("the learning-rate schedule's position")
-    return " and ".join(lost) or None
+    return lost, any(r.kind == SCHEDULER for r in ctx.model.roles.roles.values())
 
 
 def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
@@ -367,6 +368,11 @@ def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
 
 
 _BEST = re.compile(r"best|min_|max_|improv", re.IGNORECASE)
+
+
+def _periodic(ctx: Context, site) -> bool:
+    """Saved every N steps or epochs (``if step % save_every == 0:``), not at an improvement."""
+    return any(_modulo(test) for test in site.tests) and not _best_model_export(ctx, site)
 
 
 def _best_model_export(ctx: Context, site) -> bool:
