@@ -316,8 +316,7 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         # A checkpoint dict (weights plus epoch/step/...) is meant for resuming; so is a bare
         # model.state_dict() saved every N steps while a stateful optimizer and a schedule run.
         # Other bare weights are an export ("best.pt", the final model), fine mid-training.
-        if not _is_checkpoint_dict(saved) and not (_is_state_dict(saved) and _periodic(ctx, site)
-                                                   and stateful and scheduled):
+        if not _is_checkpoint_dict(saved) and not (_periodic_weights(ctx, site, saved) and stateful and scheduled):
             continue
         state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
         if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
@@ -370,9 +369,23 @@ def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
 _BEST = re.compile(r"best|min_|max_|improv", re.IGNORECASE)
 
 
-def _periodic(ctx: Context, site) -> bool:
-    """Saved every N steps or epochs (``if step % save_every == 0:``), not at an improvement."""
-    return any(_modulo(test) for test in site.tests) and not _best_model_export(ctx, site)
+def _periodic_weights(ctx: Context, site, saved: Optional[cst.BaseExpression]) -> bool:
+    """A model's bare state dict saved every N steps or epochs (``if step % save_every == 0:``),
+    not at an improvement, in a function that saves no optimizer state beside it (HF scripts save
+    ``optimizer.pt`` and ``scheduler.pt`` with separate calls)."""
+    if not _is_state_dict(saved) or not any(_modulo(test) for test in site.tests) or _best_model_export(ctx, site):
+        return False
+    owner = (dotted(saved.func.value) or "").rsplit(".", 1)[-1]
+    if _is_optimizer_state(ctx, saved) or _SCHED_NAME.search(owner):
+        return False  # the optimizer's or scheduler's own state saved on its own
+    for other in ctx.sites.in_function(site.function):
+        if other is not site and dotted(other.call.func) == "torch.save" and other.call.args:
+            if any(_is_state_dict(n) and _is_optimizer_state(ctx, n) for n in walk(other.call.args[0].value)):
+                return False
+    return True
+
+
+_SCHED_NAME = re.compile(r"sched", re.IGNORECASE)
 
 
 def _best_model_export(ctx: Context, site) -> bool:
