@@ -1,10 +1,11 @@
 """SDPA arguments: TL803 dropout_p > 0 while the calling module is in eval mode, TL804 attn_mask
-together with is_causal=True."""
+together with is_causal=True, TL805 a boolean mask in the "True = hide" convention."""
 from __future__ import annotations
 
 from .sites import frame_site, user_frame
 
-RULES = ("TL803", "TL804")
+RULES = ("TL803", "TL804", "TL805")
+_MASKS_KEPT = 64
 
 
 def _argument(args, kwargs, index: int, name: str, default):
@@ -15,8 +16,29 @@ def install(patcher, hub) -> None:
     import torch
     import torch.nn.functional as F
 
+    judged = {}  # (id, version) of each boolean mask seen -> inverted? (a mask is read once)
+
+    def inverted(mask) -> bool:
+        if mask.dtype is not torch.bool or mask.dim() < 2 or mask.size(-1) != mask.size(-2):
+            return False
+        key = (id(mask), mask._version)
+        verdict = judged.get(key)
+        if verdict is None:
+            if len(judged) >= _MASKS_KEPT:
+                judged.clear()
+            # No query may attend to its own position: the mask hides what it should keep.
+            verdict = judged[key] = not bool(mask.diagonal(dim1=-2, dim2=-1).any())
+        return verdict
+
     def check(args, kwargs) -> None:
         attn_mask = _argument(args, kwargs, 3, "attn_mask", None)
+        if attn_mask is not None and hub.wants("TL805") and inverted(attn_mask):
+            hub.found("TL805", frame_site(user_frame()), lambda: (
+                "scaled_dot_product_attention() gets a boolean attn_mask whose diagonal is all False: "
+                "it is True on the positions to hide (the masked_fill convention), but SDPA reads True "
+                "as 'attend', so every token attends only to the future and never to itself; pass "
+                "torch.tril(...).bool() (True = attend), or is_causal=True alone."
+            ))
         dropout_p = _argument(args, kwargs, 4, "dropout_p", 0.0)
         is_causal = _argument(args, kwargs, 5, "is_causal", False)
         if attn_mask is not None and is_causal and hub.wants("TL804"):

@@ -1,4 +1,4 @@
-"""Losses on probabilities and attention arguments: TL801, TL802, TL803, TL804."""
+"""Losses on probabilities and attention arguments: TL801, TL802, TL803, TL804, TL805."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..calls import arg, is_none, literal_bool, literal_number
 from ..module import Function, ModuleModel
-from ..names import dotted
+from ..names import dotted, plain_key
 from ..roles import LOSS_FN
 from ..walk import children, walk
 from . import Context, Match
@@ -490,9 +490,108 @@ def sdpa_mask_and_causal(ctx: Context) -> Iterable[Match]:
             ))
 
 
+def sdpa_inverted_mask(ctx: Context) -> Iterable[Match]:
+    for site in _sdpa_calls(ctx):
+        mask = arg(site.call, 3, "attn_mask")
+        built = _hiding_mask(ctx, mask, site.function) if mask is not None else None
+        if built is None:
+            continue
+        yield Match("TL805", site.call, lambda line_of, c=site.call, b=built: (
+            f"{ctx.label(c)} gets a boolean attn_mask built as {ctx.code(b)} ({line_of(b)}), True "
+            f"on the positions to hide (the masked_fill convention); SDPA reads True as 'attend', so "
+            f"every token attends only to the future and never to itself: the model trains on the "
+            f"answers; pass torch.tril(...).bool() (True = attend), or is_causal=True alone."
+        ))
+
+
+def _hiding_mask(ctx: Context, expr: cst.BaseExpression, fn: Optional[Function], depth: int = 0) -> Optional[cst.BaseExpression]:
+    """The expression that built ``expr`` when it is a boolean mask that is True above the
+    diagonal (``triu(..., diagonal=1)`` made boolean, ``~tril(...)``, ``tril(...) == 0``): a
+    variable or ``self.`` attribute (also a registered buffer) is followed to its one value,
+    through slicing."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value  # ``self.mask[:, :, :t, :t]``
+    if isinstance(expr, (cst.Name, cst.Attribute)) and depth < 3:
+        path = dotted(expr)
+        values = _mask_values(ctx, path, fn) if path else []
+        found = [_hiding_mask(ctx, v, fn, depth + 1) for v in values]
+        return found[0] if len(found) == 1 else None
+    return expr if _hides_future(expr) else None
+
+
+def _mask_values(ctx: Context, path: str, fn: Optional[Function]) -> List[cst.BaseExpression]:
+    """What ``path`` holds: a local's values in its function (module-wide at module level); an
+    attribute of ``self``, its values in every method and the buffer registered under its name."""
+    if not path.startswith("self."):
+        return [v for t, v in fn.assigns if dotted(t) == path] if fn is not None else ctx.model.values_assigned(path)
+    values = list(ctx.model.values_assigned(path))
+    for site in ctx.sites.sites:  # self.register_buffer("mask", value)
+        if site.name == "register_buffer" and len(site.call.args) >= 2 and plain_key(site.call.args[0].value) == path[5:]:
+            values.append(site.call.args[1].value)
+    return values
+
+
+def _hides_future(expr: cst.BaseExpression) -> bool:
+    """Boolean and True strictly above the diagonal."""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.BitInvert):
+        return _lower_triangle(expr.expression)  # ~tril(...)
+    if isinstance(expr, cst.Call) and _last(expr.func) == "logical_not" and expr.args:
+        return _lower_triangle(expr.args[0].value)
+    if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        op, value = expr.comparisons[0].operator, literal_number(expr.comparisons[0].comparator)
+        if isinstance(op, cst.Equal) and value == 0:
+            return _lower_triangle(expr.left)  # tril(...) == 0
+        if (isinstance(op, cst.Equal) and value == 1) or (isinstance(op, cst.GreaterThan) and value == 0):
+            return _upper_triangle(expr.left)  # triu(..., 1) == 1, triu(..., 1) > 0
+        return False
+    return _boolean(expr) and _upper_triangle(_unconverted(expr))
+
+
+def _unconverted(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """``x.bool()`` / ``x.to(torch.bool)`` / ``x.to(device)``: x."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("bool", "to", "cuda", "type"):
+        expr = expr.func.value
+    return expr
+
+
+def _boolean(expr: cst.BaseExpression) -> bool:
+    return any(
+        (isinstance(n, cst.Attribute) and n.attr.value == "bool") or (isinstance(n, cst.Name) and n.value == "bool")
+        for n in walk(expr)
+    )
+
+
+def _triangle_call(expr: cst.BaseExpression, name: str) -> Optional[cst.Call]:
+    expr = _unconverted(expr)
+    if isinstance(expr, cst.Call) and _last(expr.func) == name:
+        return expr
+    return None
+
+
+def _upper_triangle(expr: cst.BaseExpression) -> bool:
+    """``torch.triu(x, diagonal=1)`` / ``x.triu(1)``: strictly above the diagonal."""
+    call = _triangle_call(expr, "triu")
+    if call is None:
+        return False
+    method = isinstance(call.func, cst.Attribute) and not (dotted(call.func.value) or "").startswith("torch")
+    diagonal = arg(call, 0 if method else 1, "diagonal")
+    return diagonal is not None and literal_number(diagonal) is not None and literal_number(diagonal) >= 1
+
+
+def _lower_triangle(expr: cst.BaseExpression) -> bool:
+    """``torch.tril(x)`` / ``x.tril()`` with the diagonal kept (diagonal 0 or more)."""
+    call = _triangle_call(expr, "tril")
+    if call is None:
+        return False
+    method = isinstance(call.func, cst.Attribute) and not (dotted(call.func.value) or "").startswith("torch")
+    diagonal = arg(call, 0 if method else 1, "diagonal")
+    return diagonal is None or (literal_number(diagonal) is not None and literal_number(diagonal) >= 0)
+
+
 RULES = {
     "TL801": softmax_before_cross_entropy,
     "TL802": sigmoid_before_bce,
     "TL803": sdpa_dropout_in_eval,
     "TL804": sdpa_mask_and_causal,
+    "TL805": sdpa_inverted_mask,
 }

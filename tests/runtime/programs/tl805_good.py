@@ -1,0 +1,31 @@
+"""TL805 clean: the causal mask in SDPA's convention, True on and below the diagonal (attend), built
+with tril."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim=16, heads=2, context=8):
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.out = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.register_buffer("mask", torch.tril(torch.ones(context, context)).bool())
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask[:t, :t])
+        return self.out(y.transpose(1, 2).reshape(b, t, c))
+
+
+model = nn.Sequential(nn.Embedding(32, 16), Attention(), nn.Linear(16, 32))
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(4):
+    tokens = torch.randint(0, 32, (4, 8))
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(tokens[:, :-1]).reshape(-1, 32), tokens[:, 1:].reshape(-1))
+    loss.backward()
+    optimizer.step()
