@@ -1,6 +1,7 @@
-"""Optimizer and schedule construction: TL305, TL602, TL701, TL702."""
+"""Optimizer and schedule construction: TL305, TL602, TL603, TL701, TL702."""
 from __future__ import annotations
 
+import re
 from typing import Iterable, List, Optional
 
 import libcst as cst
@@ -203,9 +204,62 @@ def _zero_at(expr: cst.BaseExpression, param: str) -> bool:
     return False
 
 
+# --------------------------------------------------------------------------- TL603
+# A name that holds a learning rate, not a factor (``lr_factor``, ``lr_scale`` are factors).
+_LR_NAME = re.compile(r"^(?:lr|learning_rate|\w+_lr|\w+_learning_rate)$", re.IGNORECASE)
+
+
+def scheduler_factor_is_learning_rate(ctx: Context) -> Iterable[Match]:
+    for site in ctx.sites.sites:
+        last = (ctx.qualify(site.call.func) or dotted(site.call.func) or "").rsplit(".", 1)[-1]
+        factors = []
+        if last == "ConstantLR":
+            factors = [("factor", arg(site.call, 1, "factor"))]
+        elif last == "LinearLR":
+            factors = [("start_factor", arg(site.call, 1, "start_factor")), ("end_factor", arg(site.call, 2, "end_factor"))]
+        elif last in ("LambdaLR", "MultiplicativeLR"):
+            factors = [("lr_lambda", returned) for returned in _lambda_returns(ctx, arg(site.call, 1, "lr_lambda"), site.function)]
+        for what, factor in factors:
+            rate = _learning_rate_in(factor) if factor is not None else None
+            if rate is None:
+                continue
+            yield Match("TL603", site.call, lambda line_of, c=site.call, w=what, r=ctx.code(rate): (
+                f"{ctx.label(c)} takes a learning rate ({r}) as its {w}, but a scheduler's factor "
+                f"multiplies the optimizer's learning rate: the rate becomes lr x {r}, about lr^2 "
+                f"(1e-3 becomes 1e-6), and the model barely trains; pass a factor (1.0, 0.1, "
+                f"step / warmup) and keep the learning rate on the optimizer."
+            ))
+            break
+
+
+def _lambda_returns(ctx: Context, fn: Optional[cst.BaseExpression], scope) -> List[cst.BaseExpression]:
+    """What the schedule's function returns: a lambda's body, a local or module ``def``'s returns."""
+    if isinstance(fn, cst.Lambda):
+        return [fn.body]
+    if isinstance(fn, cst.Name):
+        defined = (scope.nested.get(fn.value) if scope is not None else None) or ctx.model.functions.get(fn.value)
+        return list(defined.returns) if defined is not None else []
+    return []
+
+
+def _learning_rate_in(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """A learning rate the factor is made of: the expression itself, or a term of a product
+    (``args.lr * min(1, step / warmup)``), named like a learning rate; never a divisor, which
+    turns a rate into a factor (``schedule[step] / base_lr``)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        return _learning_rate_in(expr.left) or _learning_rate_in(expr.right)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        return _learning_rate_in(expr.left) if _learning_rate_in(expr.right) is None else None
+    key = plain_key(expr.slice[0].slice.value) if (
+        isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)) else None
+    name = key if key is not None else (dotted(expr) or "").rsplit(".", 1)[-1]
+    return expr if name and _LR_NAME.match(name) else None
+
+
 RULES = {
     "TL305": optimizer_before_wrap,
     "TL602": warmup_from_zero,
+    "TL603": scheduler_factor_is_learning_rate,
     "TL701": decay_on_norm_and_bias,
     "TL702": adam_weight_decay,
 }
