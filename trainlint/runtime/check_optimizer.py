@@ -1,7 +1,8 @@
 """What an optimizer holds, inspected at its first step: TL305 parameters that received no gradient
-although backward ran (the optimizer was built before FSDP replaced them), TL701 one-dimensional
-parameters (biases, norm weights) under weight decay. Both are reported at the line that built the
-optimizer, as the static analyzer does."""
+although backward ran (the optimizer was built before FSDP replaced them), TL306 the same without
+FSDP, confirmed over a few steps (parameters frozen or replaced after the optimizer was built over
+them), TL701 one-dimensional parameters (biases, norm weights) under weight decay. All are reported
+at the line that built the optimizer, as the static analyzer does."""
 from __future__ import annotations
 
 import inspect
@@ -9,7 +10,10 @@ import weakref
 
 from .sites import user_site
 
-RULES = ("TL305", "TL701")
+RULES = ("TL305", "TL306", "TL701")
+# Steps with backward passes and no gradient on any of an optimizer's parameters before TL306:
+# one such step can be a warm-up that trains another part of the model first.
+_STEPS_UPDATING_NOTHING = 3
 
 
 def install(patcher, hub) -> None:
@@ -21,6 +25,9 @@ def install(patcher, hub) -> None:
     # and param groups are the program's own split.
     chosen_decay = weakref.WeakSet()
     checked = {}  # id(optimizer) -> weak reference: inspected already
+    # id(optimizer) -> [weak reference, steps after a backward with no gradient on its parameters,
+    # the stream's backward count at its last step]: several optimizers may step after one backward
+    updating_nothing = {}
 
     def init_wrapper(original):
         def __init__(self, *args, **kwargs):
@@ -49,6 +56,10 @@ def install(patcher, hub) -> None:
                 f"them when it sharded the model), so every step updates nothing; build the optimizer "
                 f"after fully_shard()/FSDP(...) wrapped the model."
             ))
+        if (hub.wants("TL306") and not hub.sharded and stream.backward_total and not _wiped(stream)
+                and params and all(p.grad is None for p in params)):
+            updating_nothing[id(optimizer)] = [weakref.ref(optimizer), 0, -1]
+            hub.wake(on_step)
         if hub.wants("TL701") and isinstance(optimizer, (torch.optim.AdamW, torch.optim.SGD)) and optimizer in chosen_decay:
             for group in optimizer.param_groups:
                 decay = group.get("weight_decay") or 0
@@ -62,7 +73,38 @@ def install(patcher, hub) -> None:
                     ))
                     break
 
+    def on_step(stream, optimizer, site, backward_ran: bool) -> None:
+        entry = updating_nothing.get(id(optimizer))
+        if entry is None or entry[0]() is not optimizer:
+            return
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if any(p.grad is not None for p in params):
+            del updating_nothing[id(optimizer)]  # it does update something
+        elif stream.backward_total > entry[2] and not _wiped(stream):  # a backward ran since its last step
+            entry[1], entry[2] = entry[1] + 1, stream.backward_total
+            if entry[1] >= _STEPS_UPDATING_NOTHING:
+                del updating_nothing[id(optimizer)]
+                name, frozen = type(optimizer).__name__, sum(not p.requires_grad for p in params)
+                why = ("all of them were frozen (requires_grad=False) after the optimizer was built"
+                       if frozen == len(params) else
+                       "they are not in the graph the loss is computed from (a module replaced, e.g. a "
+                       "new head, after the optimizer was built over the old one)")
+                hub.found("TL306", built_at.get(optimizer, site), lambda: (
+                    f"{name}(...) has stepped {entry[1]} times and none of its {len(params)} parameters "
+                    f"ever received a gradient although backward() ran: {why}, so every step updates "
+                    f"nothing and the model does not learn; build the optimizer over the parameters "
+                    f"that train, after freezing or replacing modules."
+                ))
+        if not updating_nothing:
+            hub.rest(on_step)
+
     hub.observe("new_optimizer_step", RULES, on_new_step)
+    hub.observe("optimizer_step", RULES, on_step, awake=False)
+
+
+def _wiped(stream) -> bool:
+    """A zero_grad ran after the latest backward: gradients missing at a step are TL104's."""
+    return stream.zeroed_after == stream.backward_total
 
 
 def _decay_given(cls: type, args: tuple, kwargs: dict) -> bool:

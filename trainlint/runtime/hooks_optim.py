@@ -207,6 +207,7 @@ def install(patcher, hub) -> None:
         def record(owner) -> None:
             stream = hub.streams.stream
             stream.end_window()
+            stream.zeroed_after = stream.backward_total
             site = user_site()
             key = (site, id(owner))
             hub.feed(stream, cache.get(key) or hub.event(

@@ -10,7 +10,7 @@ class Stream:
     __slots__ = (
         "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
-        "accumulating", "last_step_site", "backward_total", "stepping",
+        "accumulating", "last_step_site", "backward_total", "zeroed_after", "stepping",
         "cycle", "cycle_fetches", "loader", "pending_pass",
     )
 
@@ -33,6 +33,7 @@ class Stream:
         self.accumulating = False  # some optimizer step accumulated several batches
         self.last_step_site: Optional[tuple] = None
         self.backward_total = 0  # backward passes so far (never reset)
+        self.zeroed_after = -1  # backward_total when the latest zero_grad ran
         self.stepping: Optional[object] = None  # the optimizer whose step is being checked
         # For sampling (see .sampling): the events since the anchor optimizer's last step, the
         # batches fetched before them, and the data loader iterator of the latest batch (weakly).
