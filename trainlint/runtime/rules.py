@@ -28,7 +28,7 @@ FLOW_RULES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL201", "TL
 HOOK_MODULES = ("hooks_optim", "hooks_grads", "hooks_amp", "hooks_data", "hooks_parallel", "hooks_processes")
 CHECK_MODULES = (
     "check_attention", "check_loss", "check_modes", "check_nonfinite", "check_optimizer", "check_precision", "check_remainder",
-    "check_save", "check_schedule",
+    "check_save", "check_schedule", "check_sharding",
 )
 
 Selectors = Union[None, str, Iterable[str]]
