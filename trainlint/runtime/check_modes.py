@@ -1,7 +1,12 @@
 """TL501 eval-mode-not-restored: an optimizer steps while the module holding most of its trainable
 parameters is in eval mode (left there by an evaluation). Reported at the eval() call, as the
 static analyzer does. A frozen submodule kept in eval on purpose holds no trainable parameters of
-the optimizer, so it is not a finding."""
+the optimizer, so it is not a finding.
+
+TL504 eval-before-first-train-forward: a module with spectral_norm runs in eval mode before any
+train-mode forward (or loaded state) has run its power iteration: its weight is divided by an
+estimate of the largest singular value from random vectors, and the output is off by orders of
+magnitude (pytorch#51800)."""
 from __future__ import annotations
 
 import weakref
@@ -9,7 +14,7 @@ from typing import Dict, Tuple
 
 from .sites import Site, user_site
 
-RULES = ("TL501",)
+RULES = ("TL501", "TL504")
 _VERDICTS_KEPT = 256
 
 
@@ -68,3 +73,32 @@ def install(patcher, hub) -> None:
 
     patcher.wrap(torch.nn.Module, "train", train_wrapper)
     hub.observe("optimizer_step", RULES, on_step, awake=False)
+    _install_spectral_norm(patcher, hub)
+
+
+def _install_spectral_norm(patcher, hub) -> None:
+    import importlib
+
+    # torch.nn.utils.spectral_norm is also the name of the function the package exports
+    spectral = importlib.import_module("torch.nn.utils.spectral_norm")
+    reported = weakref.WeakSet()  # modules already reported: once each
+
+    def hook_wrapper(original):
+        def __call__(self, module, inputs):
+            if hub.active and not module.training and hub.wants("TL504") and module not in reported:
+                u = getattr(module, self.name + "_u", None)
+                # Version 0: no power iteration has updated u in place, and no state was loaded.
+                if u is not None and u._version == 0:
+                    reported.add(module)
+                    hub.found("TL504", user_site(), lambda m=type(module).__name__: (
+                        f"a {m} with spectral_norm runs in eval mode before any train-mode forward: "
+                        f"its power iteration has never run, so the weight is divided by a singular "
+                        f"value estimated from random vectors and the output is off by orders of "
+                        f"magnitude (pytorch#51800); run one train-mode forward (or load a trained "
+                        f"state) first, or use torch.nn.utils.parametrizations.spectral_norm."
+                    ))
+            return original(self, module, inputs)
+
+        return __call__
+
+    patcher.wrap(spectral.SpectralNorm, "__call__", hook_wrapper)
