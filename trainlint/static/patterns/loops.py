@@ -215,7 +215,7 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
                 yield from _retained(ctx, aug, aug.value.value, training, fn)
         for site in ctx.sites.in_function(fn):
             if site.name == "append" and len(site.call.args) == 1:
-                value = site.call.args[0].value
+                value = _moved(site.call.args[0].value)
                 if isinstance(value, cst.Name) and value.value in losses:
                     yield from _retained(ctx, site.call, value.value, training, fn, site)
     yield from _evaluation_losses_kept(ctx)
@@ -263,7 +263,17 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
     ))
 
 
-_DETACHING = frozenset({"item", "detach", "tolist", "cpu", "numpy"})
+# ``.cpu()`` and ``.to(...)`` are differentiable copies: the graph comes along (``.numpy()`` raises
+# on a tensor that requires grad, so it is not a silent leak either way).
+_DETACHING = frozenset({"item", "detach", "tolist", "numpy"})
+_MOVES = frozenset({"cpu", "to", "cuda"})
+
+
+def _moved(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``loss.cpu()`` / ``loss.to("cpu")``: still ``loss``, graph included."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
+        value = value.func.value
+    return value
 
 
 def _rebound_detached(ctx: Context, fn: Optional[Function], name: str) -> bool:
