@@ -1,4 +1,4 @@
-"""Optimizer and schedule construction: TL305, TL602, TL603, TL701, TL702."""
+"""Optimizer and schedule construction: TL305, TL306, TL602, TL603, TL701, TL702."""
 from __future__ import annotations
 
 import re
@@ -7,6 +7,7 @@ from typing import Iterable, List, Optional
 import libcst as cst
 
 from ..calls import arg, kwarg, literal_bool, literal_number
+from ..module import block
 from ..names import dotted, plain_key
 from ..roles import params_owner
 from . import Context, Match
@@ -121,6 +122,97 @@ def _all_parameters(params: Optional[cst.BaseExpression]) -> bool:
         and params.func.attr.value == "parameters"
         and not params.args
     )
+
+
+# --------------------------------------------------------------------------- TL306
+def optimizer_updates_nothing(ctx: Context) -> Iterable[Match]:
+    """An optimizer over ``X.parameters()`` whose ``X`` is then frozen (``requires_grad_(False)``, a
+    loop setting ``p.requires_grad = False``) or replaced (``model.head = nn.Linear(...)``), and
+    stepped afterwards: every step updates nothing."""
+    order = ctx.sites.statement_order
+    for site, name in optimizer_calls(ctx):
+        owner = params_owner(arg(site.call, 0, "params"))
+        stepped = _assigned_name(site)
+        if owner is None or stepped is None:
+            continue
+        built = order.get(id(site.statement), -1)
+        disabled = _disabled_after(ctx, site.function, owner, built)
+        if disabled is None:
+            continue
+        after = order.get(id(disabled[0]), -1)
+        steps = [s for s in ctx.sites.in_function(site.function) if s.name == "step" and order.get(id(s.statement), -1) > after
+                 and (s.receiver == stepped or any(dotted(a.value) == stepped for a in s.call.args))]
+        if not steps or _built_twice(ctx, site.function, stepped):
+            continue
+        yield Match("TL306", site.call, lambda line_of, c=site.call, d=disabled, n=owner, s=steps[0].call: (
+            f"{ctx.label(c)} collects the parameters of {n}, which {d[1]} ({line_of(d[0])}) before "
+            f"{ctx.label(s)} ({line_of(s)}): none of them receives a gradient, so every step updates "
+            f"nothing; build the optimizer after freezing or replacing modules, over the parameters "
+            f"that train."
+        ))
+
+
+def _assigned_name(site) -> Optional[str]:
+    """``opt`` in ``opt = Adam(...)``."""
+    for small in getattr(site.statement, "body", ()):
+        if isinstance(small, cst.Assign) and small.value is site.call and len(small.targets) == 1:
+            return dotted(small.targets[0].target)
+    return None
+
+
+def _built_twice(ctx: Context, fn, name: str) -> bool:
+    """The optimizer variable is assigned more than once (the first one may not be the one stepped)."""
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    return sum(1 for target, _ in assigns if dotted(target) == name) > 1
+
+
+def _disabled_after(ctx: Context, fn, owner: str, built: int):
+    """(statement, what happened) for the first freeze or replacement of ``owner`` (or a module
+    holding it) after position ``built`` in the same function; None if none, or if it is unfrozen
+    again later."""
+    order = ctx.sites.statement_order
+
+    def holds(path: Optional[str]) -> bool:  # ``path`` is the owner or a module holding it
+        return path is not None and (owner == path or owner.startswith(path + "."))
+
+    found = None
+    for other in ctx.sites.in_function(fn):
+        at = order.get(id(other.statement), -1)
+        if at <= built or other.name != "requires_grad_" or not holds(other.receiver):
+            continue
+        flag = literal_bool(other.call.args[0].value) if other.call.args else True
+        if flag is False and found is None:
+            found = (other.statement, f"{ctx.label(other.call)} freezes")
+        elif flag is True:
+            return None  # unfrozen again: a warm-up freeze
+    scope = fn.node if fn is not None else ctx.model.module
+    for node in ctx.model.subtree(scope):
+        if isinstance(node, cst.For) and order.get(id(node), -1) > built and _freezes_loop(node, holds):
+            if found is None or order.get(id(node), -1) < order.get(id(found[0]), -1):
+                found = (node, "a loop setting requires_grad = False freezes")
+    for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns):
+        path = dotted(target)
+        if path == owner and "." in owner and isinstance(value, cst.Call) and owner not in ctx.code(value):
+            statement = next((s for s in ctx.sites.sites if s.call is value), None)
+            at = order.get(id(statement.statement), -1) if statement is not None else -1
+            if at > built and found is None:
+                found = (statement.statement, f"assigning a new module to {owner} replaces")
+    return found
+
+
+def _freezes_loop(loop: cst.For, holds) -> bool:
+    """``for p in X.parameters(): p.requires_grad = False`` directly in the loop's body."""
+    iterated = loop.iter
+    if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute)
+            and iterated.func.attr.value == "parameters" and holds(dotted(iterated.func.value))):
+        return False
+    for stmt in block(loop.body):
+        for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if (isinstance(small, cst.Assign) and literal_bool(small.value) is False
+                    and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                            for t in small.targets)):
+                return True
+    return False
 
 
 def optimizer_before_wrap(ctx: Context) -> Iterable[Match]:
@@ -258,6 +350,7 @@ def _learning_rate_in(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
 
 RULES = {
     "TL305": optimizer_before_wrap,
+    "TL306": optimizer_updates_nothing,
     "TL602": warmup_from_zero,
     "TL603": scheduler_factor_is_learning_rate,
     "TL701": decay_on_norm_and_bias,
