@@ -153,8 +153,10 @@ def optimizer_updates_nothing(ctx: Context) -> Iterable[Match]:
 
 
 def _assigned_name(site) -> Optional[str]:
-    """``opt`` in ``opt = Adam(...)``."""
-    for small in getattr(site.statement, "body", ()):
+    """``opt`` in ``opt = Adam(...)`` (a call in a compound statement's header is not assigned)."""
+    if not isinstance(site.statement, cst.SimpleStatementLine):
+        return None
+    for small in site.statement.body:
         if isinstance(small, cst.Assign) and small.value is site.call and len(small.targets) == 1:
             return dotted(small.targets[0].target)
     return None
