@@ -123,7 +123,7 @@ def install(patcher, hub) -> None:
             site = user_site()
             scaled, loss, unscaled = classify(hub, tensors, site, kinds)
             label = "scaler.scale(loss).backward()" if scaled else "loss.backward()"
-            stream.backward(scaled)
+            stream.backward(scaled, site, shared_graph=bool(kwargs.get("retain_graph") or (len(args) > 1 and args[1])))
             if stream.pending_sync is not None:  # an FSDP forward waiting for its sync decision
                 flush_pending_forward(hub, stream, site)
             key = (site, scaled, loss)

@@ -10,7 +10,8 @@ class Stream:
     __slots__ = (
         "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
-        "accumulating", "last_step_site", "backward_total", "zeroed_after", "stepping",
+        "accumulating", "last_step_site", "backward_total", "zeroed_after", "stepping", "window_sites",
+        "fetches_at_window",
         "cycle", "cycle_fetches", "loader", "pending_pass",
     )
 
@@ -33,6 +34,10 @@ class Stream:
         self.accumulating = False  # some optimizer step accumulated several batches
         self.last_step_site: Optional[tuple] = None
         self.backward_total = 0  # backward passes so far (never reset)
+        # The backward() lines of the current window, and the batches fetched when it opened: a
+        # line run again with no DataLoader batch in between is a micro-step of a get_batch() loop.
+        self.window_sites: set = set()
+        self.fetches_at_window = 0
         self.zeroed_after = -1  # backward_total when the latest zero_grad ran
         self.stepping: Optional[object] = None  # the optimizer whose step is being checked
         # For sampling (see .sampling): the events since the anchor optimizer's last step, the
@@ -43,9 +48,18 @@ class Stream:
         # A DistributedSampler's pass begun and not yet known to train: (site, sampler, shuffle).
         self.pending_pass: Optional[tuple] = None
 
-    def backward(self, scaled: bool) -> None:
+    def backward(self, scaled: bool, site=None, shared_graph: bool = False) -> None:
+        """One backward pass. ``shared_graph``: retain_graph=True, several losses of one forward."""
         if self.backwards and self.fetches != self.fetches_at_backward:
             self.multi_batch = True
+        elif self.fetches == self.fetches_at_window and site is not None and not shared_graph:
+            # No DataLoader in this window (tensors sliced by a get_batch()): the same backward()
+            # line again before the step is another micro-batch; a GAN's or a multi-loss step's
+            # backward passes are different lines.
+            if site in self.window_sites:
+                self.multi_batch = True
+            elif len(self.window_sites) < 8:
+                self.window_sites.add(site)
         self.backwards += 1
         self.backward_total += 1
         self.fetches_at_backward = self.fetches
@@ -58,5 +72,7 @@ class Stream:
         boundary = self.multi_batch
         self.backwards = 0
         self.multi_batch = False
+        self.window_sites.clear()
+        self.fetches_at_window = self.fetches
         self.scaled = False
         return boundary

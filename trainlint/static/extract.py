@@ -16,6 +16,7 @@ from ..events import (
     ALL_FAMILIES, CADENCE_EPOCH, CADENCE_METRIC, EVERYTHING, FAMILY_GRADS, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind,
 )
 from . import library
+from .calls import arg, literal_bool
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import Selector, dotted, keyed, literal_key
@@ -416,6 +417,10 @@ class Extractor:
 
     def _backward(self, call: cst.Call, loss_expr: cst.BaseExpression, frame: Frame, scaled: bool = False) -> Event:
         loss = classify_loss(loss_expr, frame.function, self.model)
+        if literal_bool(arg(call, 1, "retain_graph")) is True:
+            # Several losses of one forward, backpropagated one by one over a shared graph: their
+            # sum is the objective, not micro-batches to average (TL201 abstains, as the guard does).
+            loss = LOSS_UNKNOWN
         return self._event(call, kind=EventKind.BACKWARD, scaled=scaled, loss=loss)
 
     def _sampler_target(self, receiver: Optional[str]) -> Optional[str]:
