@@ -1,7 +1,7 @@
 """A small GPT trained on a repeating token sequence: the reference program for the optimizer,
 schedule, accumulation and attention rules.
 
-    python runtime_checks/gpt.py [--device cpu|cuda] [--steps N] [--bug NAME]
+    python runtime_checks/gpt.py [--device cpu|cuda] [--steps N] [--bug NAME] [--compile]
 
 Clean, it clips after backward and before the step, steps the schedule after the optimizer,
 divides the mean loss by the accumulation steps and calls SDPA with is_causal=True alone and
@@ -31,6 +31,7 @@ def parse_args():
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--steps", type=int, default=30, help="optimizer steps")
     parser.add_argument("--bug", choices=sorted(BUGS))
+    parser.add_argument("--compile", action="store_true", help="train through torch.compile(model)")
     return parser.parse_args()
 
 
@@ -135,12 +136,13 @@ def main():
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     data = loader(device)
+    forward = torch.compile(model) if args.compile else model
 
     losses, step = [], 0
     while step < args.steps:
         for i, (x, y) in enumerate(data):
             x, y = x.to(device), y.to(device)
-            loss = F.cross_entropy(model(x).view(-1, VOCAB), y.view(-1))
+            loss = F.cross_entropy(forward(x).view(-1, VOCAB), y.view(-1))
             if args.bug == "no-divide":
                 loss.backward()  # bug: the gradient of ACCUM mean losses is ACCUM times too large (TL201)
             else:
