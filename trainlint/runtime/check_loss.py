@@ -26,7 +26,6 @@ def _nll_input(tensor) -> str:
 
 
 def install(patcher, hub) -> None:
-    import torch
     import torch.nn.functional as F
 
     def wrapper(label: str, squashed_by):

@@ -26,7 +26,6 @@ from . import library
 from .evidence import Evidence
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
-from . import library
 from .calls import literal_bool
 from .names import dotted, selectors
 from .project import Project

@@ -170,29 +170,37 @@ def _built_twice(ctx: Context, fn, name: str) -> bool:
 
 def _disabled_after(ctx: Context, fn, owner: str, built: int):
     """(statement, what happened) for the first freeze or replacement of ``owner`` (or a module
-    holding it) after position ``built`` in the same function; None if none, or if it is unfrozen
-    again later."""
+    holding it) after position ``built`` in the same function; None if none, or if the function
+    sets ``requires_grad`` to anything but False on it or a part of it (a warm-up freeze undone,
+    the classifier unfrozen again after freezing the whole model: then something still trains)."""
     order = ctx.sites.statement_order
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
 
     def holds(path: Optional[str]) -> bool:  # ``path`` is the owner or a module holding it
         return path is not None and (owner == path or owner.startswith(path + "."))
 
+    def overlaps(path: Optional[str]) -> bool:  # ...or a part of the owner
+        return holds(path) or (path is not None and path.startswith(owner + "."))
+
+    if any(isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and literal_bool(value) is not False
+           for target, value in assigns):
+        return None
     found = None
     for other in ctx.sites.in_function(fn):
         at = order.get(id(other.statement), -1)
-        if at <= built or other.name != "requires_grad_" or not holds(other.receiver):
+        if at <= built or other.name != "requires_grad_" or not overlaps(other.receiver):
             continue
         flag = literal_bool(other.call.args[0].value) if other.call.args else True
-        if flag is False and found is None:
+        if flag is not False:
+            return None
+        if holds(other.receiver) and found is None:
             found = (other.statement, f"{ctx.label(other.call)} freezes")
-        elif flag is True:
-            return None  # unfrozen again: a warm-up freeze
     scope = fn.node if fn is not None else ctx.model.module
     for node in ctx.model.subtree(scope):
         if isinstance(node, cst.For) and order.get(id(node), -1) > built and _freezes_loop(node, holds):
             if found is None or order.get(id(node), -1) < order.get(id(found[0]), -1):
                 found = (node, "a loop setting requires_grad = False freezes")
-    for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns):
+    for target, value in assigns:
         path = dotted(target)
         if path == owner and "." in owner and isinstance(value, cst.Call) and owner not in ctx.code(value):
             statement = next((s for s in ctx.sites.sites if s.call is value), None)
