@@ -86,3 +86,22 @@ def test_only_files_under_the_projects_roots_are_read(tmp_path):
     found = project.function(model, "train_one_epoch")
     assert found is not None and found.owner.path == (tmp_path / "engine.py").resolve()
     assert list(project.read) == [(tmp_path / "engine.py").resolve()]
+
+
+def test_a_cached_result_is_not_reused_once_the_module_that_built_its_loaders_changes(tmp_path, monkeypatch):
+    project = tmp_path / "proj"
+    source = PROJECTS / "loaders_from_builder_bad"
+    for path in source.rglob("*.py"):
+        target = project / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(tmp_path / "cache"))
+    main = project / "gnnkit" / "main.py"
+    assert _actual(project, [main], cache=True) == {("gnnkit/fit/loop.py", 17, "TL301")}
+    # The builder stops shuffling: only splits.py changed, neither main.py nor loop.py did.
+    splits = project / "gnnkit" / "data" / "splits.py"
+    text = splits.read_text(encoding="utf-8")
+    unshuffled = text.replace("DistributedSampler(train_set)", "DistributedSampler(train_set, shuffle=False)")
+    assert unshuffled != text
+    splits.write_text(unshuffled, encoding="utf-8")
+    assert _actual(project, [main], cache=True) == set()

@@ -80,7 +80,7 @@ def check_syntax(source: str) -> None:
 def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Project] = None,
                     witnesses: Optional[Dict[Violation, Witness]] = None) -> List[Violation]:
     """Violations of the flow rules; ``witnesses`` receives the path that showed each one."""
-    interpreter = Interpreter(model, Extractor(model), sites, project)
+    interpreter = Interpreter(model, Extractor(model, project=project), sites, project)
     interpreter.run(model.module.body, Frame(None), history_known=True)
     interpreter.run_framework_loops()
     called = model.called_names()
@@ -162,6 +162,8 @@ def analyze_results(
             if project is not None:
                 remember_checked(model)
         model.project = project
+        if project is not None:
+            project.note_read(model)
         sites = model.sites()
         violations = []
         witnesses: Dict[Violation, Witness] = {}

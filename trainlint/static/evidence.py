@@ -137,7 +137,7 @@ class Evidence:
             return True
         if isinstance(func, cst.Attribute) and dotted(func) not in self._attributes and name in _PURE_METHODS:
             return True
-        project = self.model.project
+        project = self.extractor.project or self.model.project
         if project is not None and (dotted(func) or "").split(".", 1)[0] in self.model.imports.names and project.inert(self.model, dotted(func)):
             return True  # a project function whose text holds no training event
         # building a scheduler over the optimizer, a sampler over the dataset...

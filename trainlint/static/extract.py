@@ -104,8 +104,10 @@ def _label(model: ModuleModel, call: cst.Call) -> str:
 
 
 class Extractor:
-    def __init__(self, model: ModuleModel, caller_roles: Optional[RoleTable] = None, origin: Optional[ModuleModel] = None) -> None:
+    def __init__(self, model: ModuleModel, caller_roles: Optional[RoleTable] = None, origin: Optional[ModuleModel] = None,
+                 project=None) -> None:
         self.model = model
+        self.project = project  # the checked file's Project: calls into other modules are read in it
         # A function of another project module runs with the checked file's objects substituted
         # for its parameters: their roles are the checked file's.
         self.caller_roles = caller_roles
@@ -438,16 +440,53 @@ class Extractor:
     def loader_event(self, node: cst.CSTNode, iterable: cst.BaseExpression, frame: Frame) -> Optional[Event]:
         """LOADER_ITER for ``for ... in <loader>`` (through enumerate/tqdm/zip...) or ``iter(loader)``."""
         base = iterable
-        while isinstance(base, cst.Call) and _last(dotted(base.func)) in _ITER_WRAPPERS and base.args:
-            base = base.args[0].value
+        while isinstance(base, cst.Call) and base.args:
+            if _last(dotted(base.func)) in _ITER_WRAPPERS:
+                base = base.args[0].value
+                continue
+            handed_back = self._handed_back(base)
+            if handed_back is None:
+                break
+            base = handed_back
         loader = frame.resolve_keyed(base)
         role = self.role(loader)
         if role is None or role.kind != LOADER or role.sampler is None:
             return None
         sampler_role = self.role(role.sampler)
         shuffle = sampler_role.shuffle if sampler_role is not None and sampler_role.kind == SAMPLER else None
-        label = f"for ... in {loader}" if isinstance(node, cst.For) else f"iter({loader})"
+        written = dotted(base) or loader  # as the loop reads it (a callee's parameter: its own name)
+        label = f"for ... in {written}" if isinstance(node, cst.For) else f"iter({written})"
         return self._event(node, kind=EventKind.LOADER_ITER, target=loader, sampler=role.sampler, shuffle=shuffle, label=label)
+
+    def _handed_back(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """The argument a function of the module or project hands back, as is or wrapped in a
+        progress bar, on every return (``iterate_tqdm(loader, verbosity)``): iterating its result is
+        a pass over that argument."""
+        name = dotted(call.func)
+        if not name:
+            return None
+        fn = self.model.functions.get(name)
+        if fn is None and self.project is not None and "." not in name:
+            fn = self.project.function(self.model, name)
+        index = fn.owner.memo(f"handed_back.{fn.name}", lambda: _returned_parameter(fn)) if fn is not None and fn.owner else None
+        if index is None:
+            return None
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        return positional[index] if index < len(positional) else None
+
+
+def _returned_parameter(fn: Function) -> Optional[int]:
+    """The position of the parameter that every return of ``fn`` hands back (itself, or through
+    ``tqdm``/``enumerate``-like wrappers), or None."""
+    returned = set()
+    for ret in fn.returns:
+        while isinstance(ret, cst.Call) and _last(dotted(ret.func)) in _ITER_WRAPPERS and ret.args:
+            ret = ret.args[0].value
+        returned.add(ret.value if isinstance(ret, cst.Name) else None)
+    if len(returned) != 1 or None in returned:
+        return None
+    (name,) = returned
+    return fn.params.index(name) if name in fn.params and not fn.cls else None
 
 
 def _given(call: cst.Call, effect: library.Effect) -> Optional[bool]:

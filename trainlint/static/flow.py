@@ -952,7 +952,7 @@ class Interpreter:
             return root
         child = root._children.get(id(fn.owner))
         if child is None:
-            child = Interpreter(fn.owner, Extractor(fn.owner, caller_roles=root.model.roles, origin=fn.owner),
+            child = Interpreter(fn.owner, Extractor(fn.owner, caller_roles=root.model.roles, origin=fn.owner, project=root.project),
                                 fn.owner.sites(), project=root.project, root=root)
             root._children[id(fn.owner)] = child
         return child

@@ -87,6 +87,8 @@ class ModuleModel:
         self._values: Optional[Values] = None
         self._memo: Dict[str, object] = {}
         self.project = None  # the checked file's Project, when its imports can be followed
+        # Project modules whose loaders this one adopted, with their (size, mtime) then.
+        self.data_sources: List[Tuple["ModuleModel", Tuple[int, int]]] = []
         self._infer_roles()
 
     # ----------------------------------------------------------------- collection
@@ -167,8 +169,65 @@ class ModuleModel:
             for scope in scopes:
                 for target, value in scope:
                     self._role_of_assignment(target, value, scope)
+        if self.path is not None and self._adopt_project_data(scopes):
+            for scope in scopes:  # aliases of the adopted loaders (``loader = train_loader``)
+                for target, value in scope:
+                    self._role_of_assignment(target, value, scope)
         for func, target, value, tests in self.selected_assigns:
             self._role_under_tests(func, target, value, tests)
+
+    def _adopt_project_data(self, scopes) -> bool:
+        """``train_loader, val_loader = build_loaders(cfg)`` with ``build_loaders`` in another module
+        of the project that builds a ``DistributedSampler``: the loaders and samplers it returns,
+        read in that module (the loader's sampler becomes ``train_loader.sampler`` here). Only data
+        objects cross modules this way: they are what TL301 follows from the script that builds
+        them into the loop that iterates them."""
+        from .project import data_builder  # project.py builds on this module
+
+        adopted = False
+        for scope in scopes:
+            for target, value in scope:
+                name = dotted(value.func) if isinstance(value, cst.Call) else None
+                if not name or name in self.functions or name.split(".", 1)[0] not in self.imports.names:
+                    continue
+                unpacked = isinstance(target, (cst.Tuple, cst.List))
+                targets = [e.value for e in target.elements] if unpacked else [target]
+                paths = [dotted(t) for t in targets]
+                if not all(paths) or any(self.roles.get(p) for p in paths):
+                    continue
+                builder = data_builder(self, name)
+                if builder is None or builder.owner is None:
+                    continue
+                roles = builder.owner.roles_returned(builder, len(targets) if unpacked else None)
+                for path, role in zip(paths, roles):
+                    adopted |= self._adopt(path, role, builder.owner)
+        return adopted
+
+    def _adopt(self, path: str, role: Optional[Role], other: "ModuleModel") -> bool:
+        if role is None or role.kind not in (LOADER, SAMPLER):
+            return False
+        if role.kind == LOADER:
+            sampler = other.roles.get(role.sampler) if role.sampler else None
+            if sampler is not None and sampler.kind == SAMPLER:
+                self.roles.set(f"{path}.sampler", sampler)
+                role = replace(role, sampler=f"{path}.sampler")
+            else:
+                role = replace(role, sampler=None)
+        return self.roles.set(path, role)
+
+    def roles_returned(self, fn: Function, count: Optional[int]) -> List[Optional[Role]]:
+        """The roles of what ``fn`` returns: one value, or a tuple of ``count`` (the first return
+        that gives any)."""
+        for ret in fn.returns:
+            if count is None:
+                role = self._role_in_function(fn, ret, 1)
+                if role is not None:
+                    return [role]
+            elif isinstance(ret, (cst.Tuple, cst.List, cst.Call)):
+                roles = self._roles_of_tuple(ret, count)
+                if any(roles):
+                    return roles
+        return [None] * (count or 1)
 
     def _role_under_tests(self, func: Optional[Function], target: cst.BaseExpression,
                           value: cst.BaseExpression, tests: Tuple[Selector, ...]) -> None:

@@ -49,7 +49,7 @@ def _load(path: Path) -> Optional[ModuleModel]:
         return None
     stamp = (stat.st_size, stat.st_mtime_ns)
     cached = _PARSED.get(path)
-    if cached is not None and cached[0] == stamp:
+    if cached is not None and cached[0] == stamp and _sources_unchanged(cached[1]):
         _PARSED.move_to_end(path)
         return cached[1]
     model = None
@@ -88,6 +88,7 @@ def forget_parsed() -> None:
     _TEXT_CHECKED.clear()
     _BLOCKS.clear()
     _DIRECTORIES.clear()
+    _SAMPLER_TEXT.clear()
 
 
 def remember_checked(model: ModuleModel) -> None:
@@ -105,7 +106,20 @@ def parsed_before(path: Path, source: str) -> Optional[ModuleModel]:
     """The model of ``path`` if this process already parsed exactly ``source`` for it."""
     cached = _PARSED.get(path)
     model = cached[1] if cached is not None else None
-    return model if model is not None and model.source == source else None
+    return model if model is not None and model.source == source and _sources_unchanged(model) else None
+
+
+def _stamp(path: Path) -> Optional[Tuple[int, int]]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns)
+
+
+def _sources_unchanged(model: Optional[ModuleModel]) -> bool:
+    """The modules ``model`` adopted loaders from are as they were then (else its roles are stale)."""
+    return model is None or all(_stamp(source.path) == stamp for source, stamp in model.data_sources)
 
 
 class Project:
@@ -190,9 +204,15 @@ class Project:
         if path is None:
             return None
         model = _load(path)
-        if model is not None and path not in self.read:
-            self.read[path] = hashlib.sha256(model.source.encode("utf-8")).hexdigest()
+        if model is not None:
+            self.note_read(model)
         return model
+
+    def note_read(self, model: ModuleModel) -> None:
+        """This analysis depends on ``model`` and on the modules its data roles came from."""
+        for source in [model] + [source for source, _ in model.data_sources]:
+            if source.path is not None and source.path != self.path and source.path not in self.read:
+                self.read[source.path] = hashlib.sha256(source.source.encode("utf-8")).hexdigest()
 
     def imports_training_text(self, source: str) -> bool:
         """Does the checked file import a project module whose text can hold a training event?
@@ -225,6 +245,49 @@ class Project:
             _FOUND[key] = _first_file(bases, parts)
         found = _FOUND[key]
         return found if found != self.path else None
+
+
+def data_builder(model: ModuleModel, name: str) -> Optional[Function]:
+    """The project function ``name`` refers to in ``model``, when the text of its module builds a
+    ``DistributedSampler`` (other modules are not parsed for this). One hop: the builder's own
+    module does not adopt data from further modules while it is read for this."""
+    if _ADOPTING or model.path is None:
+        return None
+    directory = _directory_of(model.path)
+    project = _PROJECTS.get(directory)
+    if project is None:
+        project = _PROJECTS[directory] = Project(model.path)
+    path = project._path_of(model, name)
+    stamp = _stamp(path) if path is not None and path != model.path else None
+    if stamp is None or not _builds_sampler(path, stamp):
+        return None
+    _ADOPTING.append(model.path)
+    try:
+        other = _load(path)
+    finally:
+        _ADOPTING.pop()
+    first, _, rest = name.partition(".")
+    full = model.imports.names[first] + ("." + rest if rest else "")
+    builder = other.functions.get(full.rpartition(".")[2]) if other is not None else None
+    if builder is not None:
+        model.data_sources.append((other, stamp))
+    return builder
+
+
+_ADOPTING: List[Path] = []  # non-empty while a builder's module is read for data_builder
+_PROJECTS: Dict[Path, "Project"] = {}  # a directory -> the Project its modules resolve imports in
+_SAMPLER_TEXT: Dict[Tuple[Path, Tuple[int, int]], bool] = {}
+
+
+def _builds_sampler(path: Path, stamp: Tuple[int, int]) -> bool:
+    known = _SAMPLER_TEXT.get((path, stamp))
+    if known is None:
+        try:
+            known = "DistributedSampler" in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            known = False
+        _SAMPLER_TEXT[(path, stamp)] = known
+    return known
 
 
 # How many re-exports (``from .module import X`` in a package's __init__) a class is followed through.
