@@ -40,7 +40,12 @@ class Rule:
     runtime_confirmed: bool
     bad: str
     good: str
-    triggers: Tuple[str, ...]  # source substrings without which the rule cannot fire (pre-filter)
+    # The pre-filter: the rule cannot fire in a file holding none of its ``triggers`` (substrings)
+    # and ``trigger_patterns`` (regular expressions), or missing every substring of one of its
+    # ``requires`` groups (``[["step("]]``: no optimizer step, no accumulation bug).
+    triggers: Tuple[str, ...]
+    trigger_patterns: Tuple["re.Pattern[str]", ...] = ()
+    requires: Tuple[Tuple[str, ...], ...] = ()
     autofix: bool = False
     opt_in: bool = False  # info rules and other opt-in rules run only when selected explicitly
     static: bool = True  # False: only the runtime guard can see it (a value, not a code shape)
@@ -78,10 +83,27 @@ def _load_entry(name: str, text: str) -> Rule:
         bad=data["bad"],
         good=data["good"],
         triggers=tuple(data.get("triggers", ())),
+        trigger_patterns=_patterns(name, data.get("trigger_patterns", ())),
+        requires=tuple(tuple(group) for group in data.get("requires", ())),
         autofix=bool(data.get("autofix", False)),
         opt_in=bool(data.get("opt_in", data["severity"] == "info")),
         static=bool(data.get("static", True)),
     )
+
+
+def _patterns(name: str, patterns: Iterable[str]) -> Tuple["re.Pattern[str]", ...]:
+    try:
+        return tuple(re.compile(pattern) for pattern in patterns)
+    except re.error as exc:
+        raise CatalogError(f"{name}: trigger pattern {exc.pattern!r}: {exc}") from exc
+
+
+def may_fire(rule: Rule, source: str) -> bool:
+    """The pre-filter: could ``rule`` fire in a file with this text?"""
+    if rule.triggers or rule.trigger_patterns:
+        if not (any(t in source for t in rule.triggers) or any(p.search(source) for p in rule.trigger_patterns)):
+            return False
+    return all(any(text in source for text in group) for group in rule.requires)
 
 
 @functools.lru_cache(maxsize=1)

@@ -9,7 +9,7 @@ from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
 import libcst as cst
 
 from .. import checker
-from ..catalog import load_catalog
+from ..catalog import load_catalog, may_fire
 from ..checker import Violation
 from ..events import Event
 from . import library
@@ -38,7 +38,7 @@ def could_fire(source: str, rules: AbstractSet[str]) -> bool:
         rule = catalog.get(rule_id)
         if rule is None:
             continue
-        if not rule.triggers or any(trigger in source for trigger in rule.triggers):
+        if may_fire(rule, source):
             return True
     # a described library call (trainlint/libraries, [tool.trainlint.library]) may be any event
     return bool(rules & FLOW_RULES) and library.current().mentioned(source)
