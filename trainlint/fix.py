@@ -1,60 +1,283 @@
-"""Autofix for the mechanical rules: small line edits, one at a time, re-checked after each.
+"""Autofix for the mechanical rules: small line edits, one at a time, each verified before it is kept.
 
-Every fix moves or inserts whole single-line statements inside one block (or rewrites one
-expression on the reported line), so comments and formatting elsewhere are untouched. After each
-edit the file is analyzed again (positions stay exact); the result must parse, and a fixed file
-has nothing left to fix, so fixing twice is fixing once. A finding whose shape is not the simple
-one (statements spread over lines, in different blocks or functions) is left for a human.
+Every fix moves or inserts one whole single-line statement inside its block (or rewrites one
+expression on the reported line), so comments and formatting elsewhere are untouched. Lines are
+counted as the parser counts them: a line ends only at ``\\n``, ``\\r\\n`` or ``\\r`` (never at a form
+feed, a vertical tab or U+2028, where ``str.splitlines`` would break), so the reported positions
+are the lines edited.
+
+An edit is kept only if the result still parses, has as many statements as it should, keeps the
+edited statement in its block, and, analyzed again, no longer has the finding at that statement
+and has no finding that was not there before (except the one rule a fix may hand over to: a clip
+moved before an AMP step must then be unscaled, TL103). A no-op edit is no fix. A move never carries
+a statement across a ``break``/``continue``/``return``/``raise``/``yield``, an exit, a checkpoint
+save, or a statement that uses what the moved statement acts on. Anything else is left for a human.
+Each kept fix removes a finding and adds none that could start the cycle again, so fixing converges
+in one pass and fixing twice is fixing once; if the loop ever hits its limit, the file is left as
+it was (all or nothing).
 """
 from __future__ import annotations
 
 import ast
 import re
-from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import AbstractSet, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .static.analyzer import AnalysisError, Result, analyze_results, parse
-from .suppression import parse_suppressions
 from .catalog import load_catalog
+from .static.analyzer import AnalysisError, Result, analyze_results
+from .suppression import parse_suppressions
 
 Lines = List[str]
-MAX_FIXES = 50
-_FOR = re.compile(r"^\s*(?:async\s+)?for\s+(\w+)\s+in\s+.+:\s*(?:#.*)?$")
-_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s")
-_TERMINAL = re.compile(r"^\s*(?:return|break|continue|raise)\b")
+MAX_FIXES = 50  # the floor of the loop's limit; see fix_report
+# The rules whose new findings a fix of this rule may leave behind (to be fixed next, in this pass).
+HANDOFF: Dict[str, FrozenSet[str]] = {"TL101": frozenset({"TL103"})}
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_LEADING = re.compile(r"[ \t\f]*")
+_COMPOUND = tuple(
+    getattr(ast, name) for name in (
+        "For", "AsyncFor", "While", "If", "With", "AsyncWith", "Try", "TryStar", "Match",
+        "FunctionDef", "AsyncFunctionDef", "ClassDef",
+    ) if hasattr(ast, name)
+)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_SAVE = re.compile(r"save|checkpoint|ckpt", re.IGNORECASE)
+_EXITS = frozenset({"exit", "quit", "_exit", "abort"})
+_LR_READS = frozenset({"get_last_lr", "get_lr", "_last_lr", "param_groups", "last_epoch", "state_dict"})
+
+
+def split_lines(text: str) -> Lines:
+    """Physical lines with their ends, broken where the parser breaks them (``\\n``, ``\\r\\n``, ``\\r``)."""
+    return _LINE.findall(text)
 
 
 def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" \t"))
+    """The column a line's code starts at (a form feed in the indentation resets it, as in CPython)."""
+    return len(_LEADING.match(line).group().rpartition("\f")[2])
 
 
-def _blank(line: str) -> bool:
-    stripped = line.strip()
-    return not stripped or stripped.startswith("#")
+def _leading(line: str) -> str:
+    """The indentation to copy onto a new line next to this one."""
+    return _LEADING.match(line).group().rpartition("\f")[2]
+
+
+def _line_end(line: str, default: str = "\n") -> str:
+    for end in ("\r\n", "\r", "\n"):
+        if line.endswith(end):
+            return end
+    return default
 
 
 def _single_statement(lines: Lines, line: int) -> bool:
-    """The 1-based line holds one complete statement (no continuation lines)."""
+    """The 1-based line, read on its own, is exactly one simple statement."""
+    if not 1 <= line <= len(lines):
+        return False
     try:
-        tree = ast.parse(lines[line - 1].strip())
-    except SyntaxError:
+        tree = ast.parse(lines[line - 1].strip(" \t\f\r\n"))
+    except (SyntaxError, ValueError):
         return False
-    return len(tree.body) == 1 and not isinstance(tree.body[0], (ast.For, ast.While, ast.If, ast.With, ast.FunctionDef))
+    return len(tree.body) == 1 and not isinstance(tree.body[0], _COMPOUND)
 
 
-def _same_block(lines: Lines, first: int, last: int) -> bool:
-    """Lines first..last (1-based) lie in one block: nothing between is indented less."""
-    level = _indent(lines[first - 1])
-    if _indent(lines[last - 1]) != level:
-        return False
-    return all(_blank(line) or _indent(line) >= level for line in lines[first - 1 : last])
+# --------------------------------------------------------------------------- the parser's view
+class Tree:
+    """CPython's tree of one text, indexed by the lines statements start on."""
+
+    def __init__(self, text: str) -> None:
+        self.module = ast.parse(text)
+        self.parents: Dict[int, Tuple[ast.AST, str, list]] = {}  # id(stmt) -> (owner, field, body)
+        self.by_line: Dict[int, List[ast.stmt]] = {}
+        self.count = 0
+        stack: List[ast.AST] = [self.module]
+        while stack:
+            node = stack.pop()
+            for name, value in ast.iter_fields(node):
+                if isinstance(value, list):
+                    for item in value:
+                        if isinstance(item, ast.stmt):
+                            self.parents[id(item)] = (node, name, value)
+                            self.by_line.setdefault(item.lineno, []).append(item)
+                            self.count += 1
+                        if isinstance(item, ast.AST):
+                            stack.append(item)
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
+
+    def simple_at(self, lines: Lines, line: int) -> Optional[ast.stmt]:
+        """The simple statement that is alone on this line and on no other, or None."""
+        starting = self.by_line.get(line, [])
+        if len(starting) != 1:
+            return None
+        stmt = starting[0]
+        if isinstance(stmt, _COMPOUND) or stmt.end_lineno != line or not _single_statement(lines, line):
+            return None
+        return stmt
+
+    def starting_at(self, line: int) -> Optional[ast.stmt]:
+        """The outermost statement that starts on this line."""
+        starting = self.by_line.get(line, [])
+        outer = [s for s in starting if not any(self.parents[id(s)][0] is t for t in starting)]
+        return outer[0] if len(outer) == 1 else None
+
+    def body_of(self, stmt: ast.stmt) -> Tuple[list, int]:
+        body = self.parents[id(stmt)][2]
+        return body, next(i for i, s in enumerate(body) if s is stmt)
+
+    def owner(self, stmt: ast.stmt) -> ast.AST:
+        return self.parents[id(stmt)][0]
+
+    def block_key(self, stmt: ast.stmt) -> Tuple[int, str]:
+        """Which block a statement is in: its owner's first line (0: the module) and the owner's field."""
+        owner, name, _ = self.parents[id(stmt)]
+        return _first_line(owner), name
+
+    def enclosing(self, stmt: ast.stmt) -> Iterator[ast.AST]:
+        """The owners around a statement, innermost first."""
+        node: ast.AST = stmt
+        while id(node) in self.parents:
+            node = self.parents[id(node)][0]
+            yield node
 
 
-def _move(lines: Lines, source: int, before: int) -> Lines:
-    """Move 1-based line ``source`` so that it lands before the line now at ``before``."""
-    moved = lines[source - 1]
-    rest = lines[: source - 1] + lines[source:]
-    index = before - 1 if before < source else before - 2
-    return rest[:index] + [moved] + rest[index:]
+def _first_line(node: ast.AST) -> int:
+    if isinstance(node, ast.Module):
+        return 0
+    line = getattr(node, "lineno", None)
+    if line is None and hasattr(node, "pattern"):  # match_case
+        line = node.pattern.lineno
+    return line or 0
+
+
+# --------------------------------------------------------------------------- edits
+@dataclass(frozen=True)
+class Edit:
+    """One line edit. ``line``: move/replace: the statement's line; insert: the new line goes before it."""
+
+    kind: str  # "move", "insert" or "replace"
+    line: int
+    block: Tuple[int, str]  # the block (Tree.block_key, before the edit) the written statement must be in
+    text: str = ""  # insert/replace: the new physical line, with its end
+    before: int = 0  # move: the statement lands before the line now at ``before``
+
+    def apply(self, items: list, new: object = ...) -> list:
+        """The edit applied to the file's lines, or to a list in step with them (``new``: what stands
+        for the inserted or rewritten line there)."""
+        new = self.text if new is ... else new
+        index = self.line - 1
+        if self.kind == "insert":
+            return items[:index] + [new] + items[index:]
+        if self.kind == "replace":
+            return items[:index] + [new] + items[index + 1:]
+        moved, rest = items[index], items[:index] + items[index + 1:]
+        target = self.before - 1 if self.before < self.line else self.before - 2
+        return rest[:target] + [moved] + rest[target:]
+
+    def origins(self, count: int) -> List[Optional[int]]:
+        """For each line after the edit, the line it was before (None: a new line)."""
+        origin: List[Optional[int]] = list(range(1, count + 1))
+        return self.apply(origin, self.line if self.kind == "replace" else None)
+
+    def written(self, origin: List[Optional[int]]) -> int:
+        """The line the moved, inserted or rewritten statement is on after the edit."""
+        return origin.index(None) + 1 if self.kind == "insert" else origin.index(self.line) + 1
+
+
+def _move(tree: Tree, stmt: ast.stmt, before: int) -> Edit:
+    return Edit("move", stmt.lineno, tree.block_key(stmt), before=before)
+
+
+def _replace(tree: Tree, stmt: ast.stmt, text: str) -> Edit:
+    return Edit("replace", stmt.lineno, tree.block_key(stmt), text=text)
+
+
+def _insert_before(tree: Tree, lines: Lines, stmt: ast.stmt, code: str) -> Edit:
+    line = lines[stmt.lineno - 1]
+    return Edit("insert", stmt.lineno, tree.block_key(stmt), text=_leading(line) + code + _line_end(line))
+
+
+# --------------------------------------------------------------------------- what a move crosses
+def _path(node: ast.AST) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _overlap(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _accesses(stmt: ast.AST) -> Tuple[Set[str], Set[str]]:
+    """The (read, written) access paths of a statement, each the longest chain it names."""
+    inner = {id(n.value) for n in ast.walk(stmt) if isinstance(n, ast.Attribute)}
+    reads: Set[str] = set()
+    writes: Set[str] = set()
+    for node in ast.walk(stmt):
+        target = node.value if isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load) else node
+        if isinstance(node, (ast.Name, ast.Attribute)) and id(node) in inner:
+            continue
+        path = _path(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+        if path is None:
+            continue
+        (reads if isinstance(getattr(node, "ctx", None), ast.Load) else writes).add(path)
+    return reads, writes
+
+
+def _flow(node: ast.AST, in_loop: bool = False) -> Iterator[Tuple[ast.AST, bool]]:
+    """The nodes of a statement run in the same frame, each with whether it is inside a loop of it."""
+    yield node, in_loop
+    if isinstance(node, _SCOPES):
+        return
+    for name, value in ast.iter_fields(node):
+        nested = in_loop or (isinstance(node, (ast.For, ast.AsyncFor, ast.While)) and name == "body")
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, ast.AST):
+                yield from _flow(child, nested)
+
+
+def _name(node: ast.AST) -> Optional[str]:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
+def _crossing_hazard(moved: ast.stmt, crossed: Sequence[ast.stmt], objects: Sequence[str],
+                     reads_lr: bool = False, reads_grads: bool = False) -> Optional[str]:
+    """Why carrying ``moved`` across ``crossed`` could change what the program does (None: no reason seen)."""
+    moved_reads, moved_writes = _accesses(moved)
+    for stmt in crossed:
+        for node, in_loop in _flow(stmt):
+            if isinstance(node, (ast.Return, ast.Raise, ast.Yield, ast.YieldFrom)):
+                return "it would cross a return, raise or yield"
+            if isinstance(node, (ast.Break, ast.Continue)) and not in_loop:
+                return "it would cross a break or continue"
+            name = _name(node)
+            if name is not None and _SAVE.search(name):
+                return "it would cross a checkpoint save"
+            if isinstance(node, ast.Call) and _name(node.func) in _EXITS:
+                return "it would cross an exit"
+            if reads_lr and (name in _LR_READS or (isinstance(node, ast.Constant) and node.value == "lr")):
+                return "it would cross a statement reading the learning rate"
+            if reads_grads and name == "grad":
+                return "it would cross a statement reading gradients"
+        reads, writes = _accesses(stmt)
+        if any(_overlap(w, p) for w in writes for p in moved_reads | moved_writes) or any(
+                _overlap(w, p) for w in moved_writes for p in reads):
+            return "it would cross a statement sharing its names"
+        if any(_overlap(o, p) for o in objects for p in reads | writes):
+            return "it would cross a statement using the object it acts on"
+    return None
+
+
+def _receiver(stmt: ast.stmt) -> Optional[str]:
+    """``scheduler`` of ``scheduler.step(...)`` (the statement's only call of a method named step)."""
+    calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "step"]
+    return _path(calls[0].func.value) if len(calls) == 1 else None
 
 
 def _related(result: Result, role: str):
@@ -62,135 +285,152 @@ def _related(result: Result, role: str):
 
 
 # --------------------------------------------------------------------------- fixers
-def fix_clip_after_step(result: Result, lines: Lines) -> Optional[Lines]:
+Fixer = Callable[[Result, Lines, Tree], Optional[Edit]]
+
+
+def fix_clip_after_step(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
     """TL101: move the clip to just before the optimizer step."""
-    clip = result.span[0]
+    clip_line = result.span[0]
     step_span, _ = _related(result, "step")
-    if step_span is None or step_span[0] >= clip or result.span[2] != clip:
+    if step_span is None or step_span[0] >= clip_line or result.span[2] != clip_line:
         return None
-    step = step_span[0]
-    if not (_single_statement(lines, clip) and _same_block(lines, step, clip)):
+    clip = tree.simple_at(lines, clip_line)
+    step = tree.starting_at(step_span[0])
+    if clip is None or step is None or tree.parents[id(step)][2] is not tree.parents[id(clip)][2]:
         return None
-    return _move(lines, clip, before=step)
+    body, at = tree.body_of(clip)
+    first = tree.body_of(step)[1] + (tree.simple_at(lines, step.lineno) is step)  # a compound step is crossed too
+    if _crossing_hazard(clip, body[first:at], (), reads_grads=True):
+        return None
+    return _move(tree, clip, before=step.lineno)
 
 
-def fix_scheduler_before_step(result: Result, lines: Lines) -> Optional[Lines]:
-    """TL102: move the scheduler step after the optimizer step (per epoch: to the end of its block)."""
-    sched = result.span[0]
+def fix_scheduler_before_step(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
+    """TL102: move the scheduler step after the optimizer step (per epoch: to the end of its loop body)."""
+    sched_line = result.span[0]
     step_span, _ = _related(result, "step")
-    if step_span is None or not _single_statement(lines, sched):
+    sched = tree.simple_at(lines, sched_line)
+    scheduler = _receiver(sched) if sched is not None else None
+    if step_span is None or scheduler is None:
         return None
-    step = step_span[0]
-    if step > sched and _same_block(lines, sched, step) and _single_statement(lines, step):
-        return _move(lines, sched, before=step + 1)
-    # The step comes later in this block, nested (an inner batch loop) or through a call
-    # (train_one_epoch): the scheduler belongs at the end of the block.
-    level = _indent(lines[sched - 1])
-    if step > sched and _indent(lines[step - 1]) <= level:
+    step_line = step_span[0]
+    body, at = tree.body_of(sched)
+    later = body[at + 1:]
+    # The step is a later statement of this block: just after it.
+    step = next((s for s in later if s.lineno == step_line), None)
+    if step is not None:
+        if tree.simple_at(lines, step_line) is not step:
+            return None
+        crossed = body[at + 1:body.index(step)]
+        if _crossing_hazard(sched, crossed, (scheduler,), reads_lr=True):
+            return None
+        return _move(tree, sched, before=step.end_lineno + 1)
+    # The step runs later in this loop's body, nested (an inner batch loop) or through a call
+    # (train_one_epoch): the scheduler belongs at the end of the body.
+    if not isinstance(tree.owner(sched), (ast.For, ast.AsyncFor, ast.While)) or tree.parents[id(sched)][1] != "body":
         return None
-    end = sched
-    for number in range(sched + 1, len(lines) + 1):
-        line = lines[number - 1]
-        if _blank(line):
-            continue
-        if _indent(line) < level:
-            break
-        end = number
-    if end == sched or (step > sched and end < step):
-        return None  # nothing follows, or the step is outside this block: leave it to a human
-    if _indent(lines[end - 1]) == level and _TERMINAL.match(lines[end - 1]):
-        return _move(lines, sched, before=end)
-    return _move(lines, sched, before=end + 1)
+    if step_line > sched_line and not any(s.lineno <= step_line <= s.end_lineno for s in later):
+        return None  # the step is outside this block: leave it to a human
+    if not later:
+        return None
+    if isinstance(later[-1], (ast.Return, ast.Break, ast.Continue, ast.Raise)):
+        crossed, before = later[:-1], later[-1].lineno
+    else:
+        crossed, before = later, later[-1].end_lineno + 1
+    if not crossed or _crossing_hazard(sched, crossed, (scheduler,), reads_lr=True):
+        return None
+    return _move(tree, sched, before=before)
 
 
-def fix_clip_before_unscale(result: Result, lines: Lines) -> Optional[Lines]:
+def fix_clip_before_unscale(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
     """TL103: insert scaler.unscale_(optimizer) right before the clip."""
-    clip = result.span[0]
     _, backward = _related(result, "backward")
     match = re.match(r"^(.*?)\.scale\(", backward.label) if backward is not None else None
-    if match is None or not _single_statement(lines, clip):
+    clip = tree.simple_at(lines, result.span[0])
+    if match is None or clip is None:
         return None
     scaler = match.group(1)
-    level = _indent(lines[clip - 1])
-    step = re.compile(re.escape(scaler) + r"\.step\(([^()]+)\)")
-    for line in lines[clip : clip + 8]:
-        found = step.search(line)
-        if found and _indent(line) == level:
-            unscale = " " * level + f"{scaler}.unscale_({found.group(1).strip()})" + _newline(lines[clip - 1])
-            return lines[: clip - 1] + [unscale] + lines[clip - 1 :]
+    body, at = tree.body_of(clip)
+    if any(_name(n) == "unscale_" for s in body for n in ast.walk(s)):
+        return None  # an unscale_ already on some path: a second one in the same step raises
+    for stmt in body[at + 1:at + 8]:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "step"
+                and _path(call.func.value) == scaler and len(call.args) == 1 and not call.keywords):
+            optimizer = ast.get_source_segment("".join(lines), call.args[0])
+            if optimizer is None or "\n" in optimizer or "\r" in optimizer:
+                return None
+            return _insert_before(tree, lines, clip, f"{scaler}.unscale_({optimizer})")
     return None
 
 
-def fix_undivided_loss(result: Result, lines: Lines) -> Optional[Lines]:
+def fix_undivided_loss(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
     """TL201: divide the loss by the accumulation steps where it is backpropagated."""
     line_no = result.span[0]
     _, step = _related(result, "step")
     if _related(result, "zeroed")[1] is not None:
         return None  # while zero_grad wipes each micro-batch (TL104), dividing would shrink the update
     k = step.accum if step is not None else None
-    if not k or not _is_expression(k):
+    stmt = tree.simple_at(lines, line_no)
+    if not k or not _is_expression(k) or stmt is None:
         return None
     line = lines[line_no - 1]
     scaled = re.search(r"\.scale\(([^()]+)\)\.backward\(", line)
     if scaled:
         loss = scaled.group(1).strip()
-        new = line[: scaled.start(1)] + f"{_operand(loss)} / {k}" + line[scaled.end(1) :]
-        return lines[: line_no - 1] + [new] + lines[line_no:]
+        return _replace(tree, stmt, line[: scaled.start(1)] + f"{_operand(loss)} / {k}" + line[scaled.end(1):])
     plain = re.search(r"(?<![\w.)\]])([A-Za-z_][\w.]*)\.backward\(", line)
     if plain:
-        new = line[: plain.start(1)] + f"({plain.group(1)} / {k})" + line[plain.end(1) :]
-        return lines[: line_no - 1] + [new] + lines[line_no:]
+        return _replace(tree, stmt, line[: plain.start(1)] + f"({plain.group(1)} / {k})" + line[plain.end(1):])
     return None
 
 
-def fix_missing_set_epoch(result: Result, lines: Lines) -> Optional[Lines]:
-    """TL301: call sampler.set_epoch(epoch) at the top of the enclosing epoch loop."""
-    loop = result.span[0]
+def fix_missing_set_epoch(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
+    """TL301: call sampler.set_epoch(epoch) at the top of the epoch loop around the loader's loop."""
     sampler = result.event.sampler if result.event is not None else None
-    if not sampler or _may_be_none(sampler, lines):
-        return None
-    level = _indent(lines[loop - 1])
-    for number in range(loop - 1, 0, -1):
-        line = lines[number - 1]
-        if _blank(line) or _indent(line) >= level:
-            continue
-        if _DEF.match(line):
+    loop = tree.starting_at(result.span[0])
+    if not sampler or _may_be_none(sampler, lines) or not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return None  # a pass started another way (iter(loader) restarted) has no epoch loop to name
+    for owner in tree.enclosing(loop):
+        if isinstance(owner, _SCOPES):
             return None
-        level = _indent(line)
-        match = _FOR.match(line)
-        if match and match.group(1) != "_":
-            body = next(l for l in lines[number:] if not _blank(l))
-            insert = " " * _indent(body) + f"{sampler}.set_epoch({match.group(1)})" + _newline(line)
-            return lines[:number] + [insert] + lines[number:]
+        if isinstance(owner, (ast.For, ast.AsyncFor)) and isinstance(owner.target, ast.Name) and owner.target.id != "_":
+            first = owner.body[0]
+            if first.lineno <= owner.iter.end_lineno or any(
+                    _name(n) == "set_epoch" for s in owner.body for n in ast.walk(s)):
+                return None  # a one-line loop, or set_epoch is called there already (on another path)
+            return _insert_before(tree, lines, first, f"{sampler}.set_epoch({owner.target.id})")
     return None
 
 
-def fix_sdpa_dropout(result: Result, lines: Lines) -> Optional[Lines]:
+def fix_sdpa_dropout(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
     """TL803: gate dropout_p on self.training (inside a method)."""
     line_no = result.span[0]
-    if result.span[2] != line_no or not _in_method(lines, line_no):
+    stmt = tree.simple_at(lines, line_no)
+    if result.span[2] != line_no or stmt is None or not _in_method(tree, stmt):
         return None
     line = lines[line_no - 1]
     match = re.search(r"dropout_p\s*=\s*([^,()]+?)\s*(?=[,)])", line)
     if match is None:
         return None
-    new = line[: match.start()] + f"dropout_p={match.group(1)} if self.training else 0.0" + line[match.end() :]
-    return lines[: line_no - 1] + [new] + lines[line_no:]
+    new = line[: match.start()] + f"dropout_p={match.group(1)} if self.training else 0.0" + line[match.end():]
+    return _replace(tree, stmt, new)
 
 
-def fix_sdpa_mask_and_causal(result: Result, lines: Lines) -> Optional[Lines]:
+def fix_sdpa_mask_and_causal(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
     """TL804: when attn_mask already is the causal mask, drop the redundant is_causal=True.
     (Folding a causal mask into an arbitrary mask depends on its dtype: left to a human.)"""
     line_no = result.span[0]
     line = lines[line_no - 1]
+    stmt = tree.simple_at(lines, line_no)
     mask = re.search(r"attn_mask\s*=\s*([^,()]+(?:\[[^\]]*\])?)", line)
     causal = re.search(r",\s*is_causal\s*=\s*True", line)
-    if result.span[2] != line_no or not mask or not causal or not re.search(r"causal|tril|bias", mask.group(1)):
+    if result.span[2] != line_no or stmt is None or not mask or not causal or not re.search(r"causal|tril|bias", mask.group(1)):
         return None
-    return lines[: line_no - 1] + [line[: causal.start()] + line[causal.end() :]] + lines[line_no:]
+    return _replace(tree, stmt, line[: causal.start()] + line[causal.end():])
 
 
-FIXERS: Dict[str, Callable[[Result, Lines], Optional[Lines]]] = {
+FIXERS: Dict[str, Fixer] = {
     "TL101": fix_clip_after_step,
     "TL102": fix_scheduler_before_step,
     "TL103": fix_clip_before_unscale,
@@ -201,15 +441,11 @@ FIXERS: Dict[str, Callable[[Result, Lines], Optional[Lines]]] = {
 }
 
 
-def _newline(line: str) -> str:
-    return "\r\n" if line.endswith("\r\n") else "\n"
-
-
 def _is_expression(text: str) -> bool:
     try:
         ast.parse(text, mode="eval")
         return True
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return False
 
 
@@ -223,46 +459,129 @@ def _may_be_none(sampler: str, lines: Lines) -> bool:
     return any(re.search(rf"\b{head}\s*=.*\bNone\b", line) for line in lines)
 
 
-def _in_method(lines: Lines, line_no: int) -> bool:
-    level = _indent(lines[line_no - 1])
-    for line in reversed(lines[: line_no - 1]):
-        if not _blank(line) and _indent(line) < level and _DEF.match(line):
-            return "(self" in line
-    return False
+def _in_method(tree: Tree, stmt: ast.stmt) -> bool:
+    function = next((o for o in tree.enclosing(stmt) if isinstance(o, _SCOPES)), None)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    args = function.args.posonlyargs + function.args.args
+    return bool(args) and args[0].arg == "self"
 
 
 # --------------------------------------------------------------------------- driver
+@dataclass
+class FixReport:
+    """What fixing one text did: the text, the rules fixed (in order) and where each fixed
+    statement is in the fixed text, the fixes declined (rule, line in the text they were tried on,
+    why), and whether the loop ran out (then nothing was changed)."""
+
+    text: str
+    applied: List[str] = field(default_factory=list)
+    fixed: List[Tuple[str, int]] = field(default_factory=list)
+    declined: List[Tuple[str, int, str]] = field(default_factory=list)
+    exhausted: bool = False
+
+
 def fix_source(text: str, rules: AbstractSet[str]) -> Tuple[str, List[str]]:
     """The fixed text and the rule ids fixed, in order. Suppressed findings are not fixed."""
-    fixable = frozenset(rules) & FIXERS.keys()
+    report = fix_report(text, rules)
+    return report.text, report.applied
+
+
+def fix_report(text: str, rules: AbstractSet[str], max_fixes: Optional[int] = None) -> FixReport:
+    """Fix what can be fixed safely, one verified edit at a time (see the module's description).
+    ``max_fixes``: the loop's limit (default: MAX_FIXES plus twice the findings to fix)."""
+    selected = frozenset(rules)
+    fixable = selected & FIXERS.keys()
     if not fixable:
-        return text, []
+        return FixReport(text)
     catalog = load_catalog()
-    applied: List[str] = []
+    report = FixReport(text)
+    analyses: Dict[str, List[Result]] = {}
+
+    def findings(source: str) -> List[Result]:
+        if source not in analyses:
+            analyses[source] = [r for r in analyze_results(source, selected) if r.path is None]
+        return analyses[source]
+
     current = text
-    for _ in range(MAX_FIXES):
+    limit: Optional[int] = None
+    while True:
         suppressions = parse_suppressions(current)
         if suppressions.skip_file:
             break
-        lines = current.splitlines(keepends=True)
-        if lines and not lines[-1].endswith(("\n", "\r")):
-            lines[-1] += "\n"
-        for result in analyze_results(current, fixable):
-            rule = catalog[result.rule]
-            if suppressions.suppresses(result.span[0], rule.id, rule.name):
+        found = analyses[current] if current in analyses else analyze_results(current, fixable)
+        candidates = [
+            r for r in found if r.path is None and r.rule in fixable
+            and not suppressions.suppresses(r.span[0], catalog[r.rule].id, catalog[r.rule].name)
+        ]
+        if limit is None:
+            # Each kept fix removes a finding and adds none but handed-over ones (TL101 -> TL103), so
+            # a pass takes at most about twice as many fixes as there were findings.
+            limit = MAX_FIXES + 2 * len(candidates) if max_fixes is None else max_fixes
+        if not candidates:
+            break
+        try:
+            tree = Tree(current)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            break  # newer syntax than this interpreter's: nothing is checked well enough to fix
+        lines = split_lines(current)
+        added = ""
+        if lines and _line_end(lines[-1], "") == "":
+            added = _line_end(lines[0])
+            lines[-1] += added
+        for result in candidates:
+            edit = FIXERS[result.rule](result, lines, tree)
+            if edit is None:
                 continue
-            fixed = FIXERS[result.rule](result, lines)
-            if fixed is not None:
-                candidate = "".join(fixed)
-                if not text.endswith(("\n", "\r")) and candidate.endswith("\n"):
-                    candidate = candidate[:-1]
-                try:
-                    parse(candidate)
-                except AnalysisError:
-                    continue  # a fix must never break the file
-                current = candidate
-                applied.append(result.rule)
-                break
+            candidate, origin, reason = _verified(result, edit, lines, tree, current, added, findings)
+            if candidate is None:
+                report.declined.append((result.rule, result.span[0], reason))
+                continue
+            if len(report.applied) >= limit:
+                return FixReport(text, declined=report.declined, exhausted=True)
+            current = candidate
+            report.applied.append(result.rule)
+            report.fixed = [(rule, origin.index(line) + 1) for rule, line in report.fixed]
+            report.fixed.append((result.rule, origin.index(result.span[0]) + 1))
+            break
         else:
             break
-    return current, applied
+    report.text = current
+    return report
+
+
+def _verified(result: Result, edit: Edit, lines: Lines, tree: Tree, current: str, added: str,
+              findings: Callable[[str], List[Result]]) -> Tuple[Optional[str], List[Optional[int]], str]:
+    """The edited text and where each of its lines was before, if the edit is a real, safe fix of
+    this finding; else None and why not."""
+    edited = edit.apply(lines)
+    candidate = "".join(edited)
+    if added and candidate.endswith(added):
+        candidate = candidate[: -len(added)]
+    if candidate == current:
+        return None, [], "the edit changes nothing"
+    try:
+        new_tree = Tree(candidate)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None, [], "the edit does not parse"
+    origin = edit.origins(len(lines))
+    written = new_tree.simple_at(edited, edit.written(origin))
+    block_line, block_field = edit.block
+    if (
+        new_tree.count != tree.count + (edit.kind == "insert")
+        or written is None
+        or new_tree.block_key(written) != ((origin.index(block_line) + 1) if block_line else 0, block_field)
+    ):
+        return None, [], "the edited statement would not stay a statement of its block"
+    try:
+        before, after = findings(current), findings(candidate)
+    except (AnalysisError, RecursionError):
+        return None, [], "the edit cannot be analyzed"
+    old = Counter((r.rule, r.span[0]) for r in before)
+    new = Counter((r.rule, origin[r.span[0] - 1] if 0 < r.span[0] <= len(origin) else None) for r in after)
+    if new[(result.rule, result.span[0])]:
+        return None, [], "the finding stays after the edit"
+    allowed = HANDOFF.get(result.rule, frozenset())
+    if any(rule not in allowed for rule, _ in new - old):
+        return None, [], "the edit causes another finding"
+    return candidate, origin, ""
