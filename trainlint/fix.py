@@ -52,13 +52,9 @@ def split_lines(text: str) -> Lines:
     return _LINE.findall(text)
 
 
-def _indent(line: str) -> int:
-    """The column a line's code starts at (a form feed in the indentation resets it, as in CPython)."""
-    return len(_LEADING.match(line).group().rpartition("\f")[2])
-
-
 def _leading(line: str) -> str:
-    """The indentation to copy onto a new line next to this one."""
+    """The indentation to copy onto a new line next to this one (a form feed in it resets the
+    column, as in CPython, so what stands before one is not copied)."""
     return _LEADING.match(line).group().rpartition("\f")[2]
 
 
@@ -87,6 +83,7 @@ class Tree:
     def __init__(self, text: str) -> None:
         self.module = ast.parse(text)
         self.parents: Dict[int, Tuple[ast.AST, str, list]] = {}  # id(stmt) -> (owner, field, body)
+        self.up: Dict[int, ast.AST] = {}  # id(node) -> the node it is in
         self.by_line: Dict[int, List[ast.stmt]] = {}
         self.count = 0
         stack: List[ast.AST] = [self.module]
@@ -95,6 +92,7 @@ class Tree:
             for name, value in ast.iter_fields(node):
                 if isinstance(value, list):
                     for item in value:
+                        self.up[id(item)] = node
                         if isinstance(item, ast.stmt):
                             self.parents[id(item)] = (node, name, value)
                             self.by_line.setdefault(item.lineno, []).append(item)
@@ -102,6 +100,7 @@ class Tree:
                         if isinstance(item, ast.AST):
                             stack.append(item)
                 elif isinstance(value, ast.AST):
+                    self.up[id(value)] = node
                     stack.append(value)
 
     def simple_at(self, lines: Lines, line: int) -> Optional[ast.stmt]:
@@ -133,10 +132,10 @@ class Tree:
         return _first_line(owner), name
 
     def enclosing(self, stmt: ast.stmt) -> Iterator[ast.AST]:
-        """The owners around a statement, innermost first."""
+        """The nodes around a statement, innermost first (except handlers and match cases included)."""
         node: ast.AST = stmt
-        while id(node) in self.parents:
-            node = self.parents[id(node)][0]
+        while id(node) in self.up:
+            node = self.up[id(node)]
             yield node
 
 
