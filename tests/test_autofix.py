@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli_support import CLIP_AFTER_STEP, run, write
+from cli_support import CLEAN, CLIP_AFTER_STEP, run, write
 from fixture_expectations import AUTOFIX
 from trainlint.catalog import load_catalog
 from trainlint.fix import FIXERS, fix_source
@@ -87,3 +87,17 @@ def test_fix_keeps_the_file_encoding(tmp_path):
     path.write_bytes(source.encode("latin-1"))
     run("--fix", path)
     assert "caf\xe9" in path.read_bytes().decode("latin-1")
+
+
+def test_fix_twice_on_the_command_line_is_fixing_once(tmp_path):
+    # A form feed in a comment and on a blank line, CRLF endings: the first --fix moves the clip,
+    # the second finds nothing to do.
+    source = ("# \x0c header\r\n\x0c\r\n" + CLIP_AFTER_STEP.replace("\n", "\r\n")).encode("utf-8")
+    path = tmp_path / "train.py"
+    path.write_bytes(source)
+    first = run("--fix", path)
+    assert "Fixed TL101" in first.stderr and first.exit_code == 0, first.output
+    fixed = path.read_bytes()
+    assert fixed == ("# \x0c header\r\n\x0c\r\n" + CLEAN.replace("\n", "\r\n")).encode("utf-8")
+    second = run("--fix", path)
+    assert "Fixed" not in second.stderr and path.read_bytes() == fixed

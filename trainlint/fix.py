@@ -330,6 +330,8 @@ def fix_scheduler_before_step(result: Result, lines: Lines, tree: Tree) -> Optio
         return None
     if step_line > sched_line and not any(s.lineno <= step_line <= s.end_lineno for s in later):
         return None  # the step is outside this block: leave it to a human
+    if any(s.lineno <= step_line <= s.end_lineno for s in body[:at]):
+        return None  # the step comes earlier in this body: the order is not what the move would fix
     if not later:
         return None
     if isinstance(later[-1], (ast.Return, ast.Break, ast.Continue, ast.Raise)):
