@@ -15,12 +15,12 @@ import hashlib
 import re
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
-
-import libcst as cst
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from . import library
-from .module import Function, ModuleModel
+
+if TYPE_CHECKING:  # libcst and the models load in _load: a run whose files all fail the pre-filter never needs them
+    from .module import Function, ModuleModel
 
 MAX_MODULE_BYTES = 2_000_000  # larger files are generated code, not training loops
 # Parsed modules, most recently used last; bounded so a run over thousands of files keeps a few
@@ -54,6 +54,10 @@ def _load(path: Path) -> Optional[ModuleModel]:
         return cached[1]
     model = None
     if stat.st_size <= MAX_MODULE_BYTES:
+        import libcst as cst
+
+        from .module import ModuleModel
+
         try:
             source = path.read_text(encoding="utf-8")
             model = ModuleModel(cst.parse_module(source), source, path=path)
