@@ -2,10 +2,16 @@
 no optimizer state, confirmed when training goes on after it (an optimizer step follows); a final
 weights export after the last step is not a finding. A bare model state dict saved again by the
 same line after more training (a periodic checkpoint, not one named "best") counts too when the
-optimizer keeps state and a schedule runs, as the static rule reads ``if step % N == 0:``."""
+optimizer keeps state and a schedule runs, as the static rule reads ``if step % N == 0:``.
+
+The message claims the schedule's position lost only where nothing shows it restored on resume: a
+LambdaLR/MultiplicativeLR whose function reads an offset (``epoch + self.offset``, a start epoch)
+rebuilds its position from the epoch the run resumes at, as the static rule reads
+``LambdaLR(opt, Decay(epochs, start_epoch, ...))``."""
 from __future__ import annotations
 
-from typing import Any, Dict
+import re
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..optimizers import OPTIMIZER_STATE
 from .sites import Site, user_site
@@ -34,6 +40,10 @@ def _is_optimizer_state(value: Any) -> bool:
     return isinstance(value, dict) and "state" in value and "param_groups" in value
 
 
+def _is_scheduler_state(value: Any) -> bool:
+    return isinstance(value, dict) and "last_epoch" in value and "base_lrs" in value
+
+
 def missing_optimizer_state(obj: Any) -> bool:
     """A checkpoint (a dict of weights plus epoch/step/...) without an optimizer state; a bare
     model.state_dict() is a weights export and not one."""
@@ -46,22 +56,23 @@ def missing_optimizer_state(obj: Any) -> bool:
 def install(patcher, hub) -> None:
     import torch
 
-    # torch.save sites waiting for a later optimizer step -> whether they saved bare weights
-    # periodically (then only a stateful optimizer *and* a schedule make them a finding)
-    pending: Dict[Site, bool] = {}
+    # torch.save sites waiting for a later optimizer step -> (whether they saved bare weights
+    # periodically: then only a stateful optimizer *and* a schedule make them a finding; whether
+    # the checkpoint holds a scheduler's state)
+    pending: Dict[Site, Tuple[bool, bool]] = {}
     bare: Dict[Site, int] = {}  # sites that saved a bare model state dict -> optimizer steps then
 
-    def wait(site: Site, periodic: bool) -> None:
+    def wait(site: Site, periodic: bool, saves_schedule: bool = False) -> None:
         if len(pending) >= _PENDING_KEPT:
             del pending[next(iter(pending))]
-        pending[site] = periodic
+        pending[site] = (periodic, saves_schedule)
         hub.wake(on_step)
 
     def save_wrapper(original):
         def save(obj, *args, **kwargs):
             if hub.active and hub.wants("TL901"):
                 if missing_optimizer_state(obj):
-                    wait(user_site(), False)
+                    wait(user_site(), False, any(_is_scheduler_state(v) for v in _values(obj)))
                 elif _is_model_state(obj) and not _named_best(args, kwargs):
                     site, steps = user_site(), hub.streams.stream.steps
                     before = bare.get(site)
@@ -73,24 +84,28 @@ def install(patcher, hub) -> None:
 
         return save
 
-    scheduled = set()  # ids of optimizers a learning-rate scheduler has stepped the rate of
+    # id(optimizer) -> None where a learning-rate scheduler stepping its rate starts over on
+    # resume, else the offset each of them reads (see resume_offset)
+    scheduled: Dict[int, Optional[str]] = {}
 
     def on_scheduler(stream, scheduler, site) -> None:
-        scheduled.add(id(getattr(scheduler, "optimizer", None)))
+        key = id(getattr(scheduler, "optimizer", None))
+        offset = resume_offset(scheduler)
+        scheduled[key] = None if key in scheduled and scheduled[key] is None else offset
 
     def on_step(stream, optimizer, site, backward_ran: bool) -> None:
         is_scheduled = id(optimizer) in scheduled
-        lost = lost_on_resume(optimizer, is_scheduled)
+        state = optimizer_state(optimizer)
+        offset = scheduled.get(id(optimizer))
         while pending:
             saved_at = next(iter(pending))
-            periodic = pending.pop(saved_at)
-            if lost and (not periodic or (is_scheduled and any(optimizer.state.values()))):
-                hub.found("TL901", saved_at, lambda: (
-                    f"torch.save() checkpoints the model weights inside the training loop but not the "
-                    f"optimizer state: resuming from it restarts {lost} from scratch, so the resumed "
-                    f"run is not the one that was saved (a loss spike where the moments restart); also "
-                    f"save optimizer.state_dict() (and the scheduler's, the scaler's and the step)."
-                ))
+            periodic, saves_schedule = pending.pop(saved_at)
+            schedule_lost = is_scheduled and offset is None and not saves_schedule
+            if (state or schedule_lost) and (not periodic or (is_scheduled and state)):
+                restored = None if offset is None else (
+                    f"the lr_lambda of its scheduler reads {offset}, the epoch the run resumes at")
+                hub.found("TL901", saved_at, lambda lost=schedule_lost, kept=restored: not_resumable_message(
+                    "torch.save()", [f"{state} (the optimizer stepped at line {site[1]})"] if state else [], lost, kept))
         hub.rest(on_step)
 
     patcher.wrap(torch, "save", save_wrapper)
@@ -104,13 +119,48 @@ def _named_best(args: tuple, kwargs: dict) -> bool:
     return "best" in str(target).lower()
 
 
-def lost_on_resume(optimizer: Any, scheduled: bool) -> str:
-    """What a weights-only checkpoint cannot restore (empty: nothing, e.g. SGD without momentum
-    and no schedule), named as the static rule names it."""
-    lost = []
+def optimizer_state(optimizer: Any) -> str:
+    """What a weights-only checkpoint cannot restore of the optimizer (empty: nothing, e.g. SGD
+    without momentum), named as the static rule names it."""
     if any(optimizer.state.values()):  # per-parameter state: SGD without momentum keeps none
         name = type(optimizer).__name__
-        lost.append(f"{name}'s {OPTIMIZER_STATE.get(name, 'state')}")
-    if scheduled:
-        lost.append("the learning-rate schedule's position")
-    return " and ".join(lost)
+        return f"{name}'s {OPTIMIZER_STATE.get(name, 'state')}"
+    return ""
+
+
+# Names of the epoch or step a run resumes at, as the static rule reads them: an offset, a start.
+_RESUME_TOKENS = {"start", "offset", "shift", "resume", "resumed", "begin"}
+_FIRST = re.compile(r"(?:^|_)(?:first|initial|init)_(?:epoch|step|iter|iteration)s?$", re.IGNORECASE)
+
+
+def resume_offset(scheduler: Any) -> Any:
+    """The name a LambdaLR/MultiplicativeLR function reads that holds the epoch the run resumes at
+    (``epoch + self.offset``, ``step + start_step``), or None: the schedule then starts over when a
+    run resumes from weights alone."""
+    for function in getattr(scheduler, "lr_lambdas", None) or ():
+        code = getattr(getattr(function, "__func__", function), "__code__", None)
+        if code is None:  # a callable object: its __call__
+            code = getattr(getattr(type(function), "__call__", None), "__code__", None)
+        names = (code.co_names + code.co_freevars) if code is not None else ()
+        for name in names:
+            if _RESUME_TOKENS & set(name.lower().split("_")) or _FIRST.search(name):
+                return name
+    return None
+
+
+def not_resumable_message(label: str, optimizer_state: List[str], schedule_lost: bool, schedule_restored: Any) -> str:
+    """TL901's message, worded as the static rule words it (static/patterns/loops.py): what a
+    resumed run restarts, the consequence of each, and what to save beside the weights."""
+    missing = " and ".join((["optimizer"] if optimizer_state else []) + (["scheduler"] if schedule_lost else []))
+    lost = " and ".join(optimizer_state + (["the learning-rate schedule's position"] if schedule_lost else []))
+    effects = (["a loss spike where the optimizer's state restarts"] if optimizer_state else []) + (
+        ["the learning rate back at its schedule's start"] if schedule_lost else [])
+    save = " and ".join((["optimizer.state_dict()"] if optimizer_state else []) + (
+        ["scheduler.state_dict()"] if schedule_lost else []))
+    kept = f" (the schedule's position comes back: {schedule_restored})" if schedule_restored else ""
+    return (
+        f"{label} checkpoints the model weights inside the training loop but not the {missing} "
+        f"state: resuming from it restarts {lost} from scratch{kept}, so the resumed run is not the "
+        f"one that was saved ({', and '.join(effects)}); also save {save} (and the GradScaler's "
+        f"state and the step, if any), and load them when resuming."
+    )

@@ -9,9 +9,9 @@ import libcst as cst
 from ..module import Function, block
 from ..names import dotted
 from ...optimizers import OPTIMIZER_STATE
-from ..calls import arg, literal_bool
-from ..roles import LOADER, OPTIMIZER, SCHEDULER
-from ..walk import walk
+from ..calls import arg, kwarg, literal_bool, literal_number
+from ..roles import LOADER, OPTIMIZER, SCHEDULER, classify_constructor
+from ..walk import children, walk
 from . import Context, Match
 from .optimizers import optimizer_calls
 
@@ -318,7 +318,9 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
     stateful, scheduled = _state_lost_on_resume(ctx)
     if not stateful and not scheduled:
         return  # a stateless optimizer (SGD without momentum) and no schedule: nothing to restore
-    lost = " and ".join(stateful + (["the learning-rate schedule's position"] if scheduled else []))
+    # A schedule built from the epoch the run resumes at (LambdaLR(opt, Decay(epochs, start_epoch,
+    # ...)), last_epoch=start_epoch - 1) gets its position back on resume: not claimed lost.
+    restored = _schedule_restored(ctx) if scheduled else None
     for site in ctx.sites.sites:
         if dotted(site.call.func) != "torch.save" or not site.call.args:
             continue
@@ -333,19 +335,51 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
             continue
         if not ctx.sites.in_training_loop(site) or _best_model_export(ctx, site):
             continue
-        yield Match("TL901", site.call, lambda line_of, c=site.call: (
-            f"{ctx.label(c)} checkpoints the model weights inside the training loop but not the "
-            f"optimizer state: resuming from it restarts {lost} from scratch, so the resumed run "
-            f"is not the one that was saved (a loss spike where the moments restart); also save "
-            f"optimizer.state_dict() (and the scheduler's, the scaler's and the step)."
+        schedule_lost = scheduled and restored is None and not _saves_scheduler(ctx, saved)
+        if not stateful and not schedule_lost:
+            continue  # the schedule is saved or restored and the optimizer keeps nothing
+        yield Match("TL901", site.call, lambda line_of, c=site.call, lost=schedule_lost: not_resumable_message(
+            ctx.label(c),
+            [what + _built_at(line_of, calls) for what, calls in stateful],
+            lost,
+            None if lost or restored is None else
+            f"{ctx.label(restored[0])} ({line_of(restored[0])}) {restored[1]}",
         ))
 
 
-def _state_lost_on_resume(ctx: Context) -> Tuple[List[str], bool]:
+def not_resumable_message(label: str, optimizer_state: List[str], schedule_lost: bool,
+                          schedule_restored: Optional[str]) -> str:
+    """TL901's message, worded as the guard words it (trainlint/runtime/check_save.py): what a
+    resumed run restarts, the consequence of each, and what to save beside the weights."""
+    missing = " and ".join((["optimizer"] if optimizer_state else []) + (["scheduler"] if schedule_lost else []))
+    lost = " and ".join(optimizer_state + (["the learning-rate schedule's position"] if schedule_lost else []))
+    effects = (["a loss spike where the optimizer's state restarts"] if optimizer_state else []) + (
+        ["the learning rate back at its schedule's start"] if schedule_lost else [])
+    save = " and ".join((["optimizer.state_dict()"] if optimizer_state else []) + (
+        ["scheduler.state_dict()"] if schedule_lost else []))
+    kept = f" (the schedule's position comes back: {schedule_restored})" if schedule_restored else ""
+    return (
+        f"{label} checkpoints the model weights inside the training loop but not the {missing} "
+        f"state: resuming from it restarts {lost} from scratch{kept}, so the resumed run is not the "
+        f"one that was saved ({', and '.join(effects)}); also save {save} (and the GradScaler's "
+        f"state and the step, if any), and load them when resuming."
+    )
+
+
+def _built_at(line_of, calls) -> str:
+    """`` (the optimizer built at line 12)``, `` (the optimizers built at lines 12, 15 and 16)``."""
+    lines = [line for line in (line_of(c) for c in calls) if line]
+    if len(lines) > 1 and all(line.startswith("line ") for line in lines):
+        numbers = [line[len("line "):] for line in lines]
+        return f" (the optimizers built at lines {', '.join(numbers[:-1])} and {numbers[-1]})"
+    return f" (the optimizer built at {' and '.join(lines)})" if lines else ""
+
+
+def _state_lost_on_resume(ctx: Context) -> Tuple[List[Tuple[str, List[cst.Call]]], bool]:
     """What a weights-only checkpoint cannot restore: the state of each stateful optimizer built
-    here (SGD with momentum 0 has none; one built elsewhere counts as stateful), and whether a
-    learning-rate schedule runs (its position)."""
-    lost: List[str] = []
+    here (SGD with momentum 0 has none; one built elsewhere counts as stateful), with the calls that
+    built them, and whether a learning-rate schedule runs (its position)."""
+    lost: List[Tuple[str, List[cst.Call]]] = []
     built = False
     for site, name in optimizer_calls(ctx):
         built = True
@@ -355,11 +389,106 @@ def _state_lost_on_resume(ctx: Context) -> Tuple[List[str], bool]:
             if value == 0:
                 continue
         what = f"{name}'s {OPTIMIZER_STATE.get(name, 'state')}"
-        if what not in lost:
-            lost.append(what)
+        calls = next((c for w, c in lost if w == what), None)
+        if calls is None:
+            lost.append((what, [site.call]))
+        else:
+            calls.append(site.call)
     if not built:
-        lost.append("the optimizer's state")
+        lost.append(("the optimizer's state", []))
     return lost, any(r.kind == SCHEDULER for r in ctx.model.roles.roles.values())
+
+
+# A name for the epoch or step a run starts (resumes) at: start_epoch, resume_step, epoch_offset,
+# first_epoch, initial_epoch.
+_RESUME_TOKENS = {"start", "offset", "shift", "resume", "resumed", "begin"}
+_FIRST = re.compile(r"(?:^|_)(?:first|initial|init)_(?:epoch|step|iter|iteration)s?$", re.IGNORECASE)
+
+
+def _schedule_restored(ctx: Context) -> Optional[Tuple[cst.Call, str]]:
+    """(construction, what it is built with) when every scheduler built here takes the epoch
+    the run resumes at, so a resumed run rebuilds the schedule at its position: ``last_epoch=`` of
+    anything but -1, or a LambdaLR/MultiplicativeLR function built from (or reading) a resume
+    value, that is the start of a ``range(start, ...)`` loop, a value tested where weights are
+    loaded (``if opt.epoch != 0: model.load_state_dict(...)``), or a name like ``start_epoch``.
+    None if a scheduler built here takes none, or none is built here (nothing shows it restored)."""
+    schedulers = []
+    for site in ctx.sites.sites:
+        role = classify_constructor(site.call, ctx.model.imports)
+        if role is not None and role.kind == SCHEDULER:
+            schedulers.append(site.call)
+    if not schedulers:
+        return None
+    starts = _resume_values(ctx)
+    found = None
+    for call in schedulers:
+        evidence = _resume_offset(ctx, call, starts)
+        if evidence is None:
+            return None
+        found = found or (call, evidence)
+    return found
+
+
+def _resume_values(ctx: Context) -> Set[str]:
+    starts: Set[str] = set()
+    for site in ctx.sites.sites:
+        statement = site.statement
+        if (site.name == "range" and isinstance(statement, cst.For) and statement.iter is site.call
+                and len(site.call.args) >= 2 and literal_number(site.call.args[0].value) is None):
+            path = dotted(site.call.args[0].value)
+            if path:
+                starts.add(path)  # ``for epoch in range(start_epoch, epochs):``
+        if site.name == "load_state_dict" or dotted(site.call.func) == "torch.load":
+            for test in site.tests:  # ``if opt.epoch != 0:`` load the weights
+                starts.update(path for path, _ in _paths(test))
+    return starts
+
+
+def _paths(node: cst.CSTNode) -> Iterable[Tuple[str, cst.BaseExpression]]:
+    """The access paths an expression reads, whole (``opt.epoch``, not ``opt`` as well)."""
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        path = dotted(node)
+        if path:
+            yield path, node
+            return
+    for child in children(node):
+        yield from _paths(child)
+
+
+def _resume_offset(ctx: Context, call: cst.Call, starts: Set[str]) -> Optional[str]:
+    last_epoch = kwarg(call, "last_epoch")
+    if last_epoch is not None and literal_number(last_epoch.value) != -1:
+        return f"takes last_epoch={ctx.code(last_epoch.value)}"
+    last = (dotted(call.func) or "").rsplit(".", 1)[-1]
+    function = arg(call, 1, "lr_lambda") if last in ("LambdaLR", "MultiplicativeLR") else None
+    if function is None:
+        return None
+    scopes = [function]
+    if isinstance(function, cst.Name) and function.value in ctx.model.functions:
+        scopes.append(ctx.model.functions[function.value].node)  # ``lr_lambda=decay``, a def of the module
+    for scope in scopes:
+        for path, node in _paths(scope):
+            if path in starts or _names_resume(path.rsplit(".", 1)[-1]):
+                return f"is built with {ctx.code(node)}, the epoch the run resumes at"
+    return None
+
+
+def _names_resume(name: str) -> bool:
+    return bool(_RESUME_TOKENS & set(name.lower().split("_"))) or bool(_FIRST.search(name))
+
+
+def _saves_scheduler(ctx: Context, saved: cst.BaseExpression) -> bool:
+    """The checkpoint holds a scheduler's state (``"scheduler": scheduler.state_dict()``)."""
+    for node in walk(saved):
+        if _is_state_dict(node):
+            owner = dotted(node.func.value)
+            role = ctx.model.roles.get(owner)
+            if (role is not None and role.kind == SCHEDULER) or _SCHED_NAME.search((owner or "").rsplit(".", 1)[-1]):
+                return True
+        if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString):
+            if "sched" in str(node.key.evaluated_value).lower():
+                return True
+    return False
 
 
 def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
