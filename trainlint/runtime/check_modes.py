@@ -73,15 +73,31 @@ def install(patcher, hub) -> None:
 
     patcher.wrap(torch.nn.Module, "train", train_wrapper)
     hub.observe("optimizer_step", RULES, on_step, awake=False)
-    _install_spectral_norm(patcher, hub)
+    _install_spectral_norm(patcher, hub, evaluating)
 
 
-def _install_spectral_norm(patcher, hub) -> None:
+def _install_spectral_norm(patcher, hub, evaluating) -> None:
     import importlib
 
     # torch.nn.utils.spectral_norm is also the name of the function the package exports
     spectral = importlib.import_module("torch.nn.utils.spectral_norm")
     reported = weakref.WeakSet()  # modules already reported: once each
+    applied_at = weakref.WeakKeyDictionary()  # module -> the user line that applied spectral_norm to it
+
+    def apply_wrapper(original):
+        def apply(module, *args, **kwargs):
+            if hub.active and hub.wants("TL504"):
+                applied_at[module] = user_site()
+            return original(module, *args, **kwargs)
+
+        return staticmethod(apply)
+
+    def eval_site(module):
+        """The eval() (or train(False)) call that left the module, or a module holding it, in eval mode."""
+        for holder, site in list(evaluating.items()):
+            if not holder.training and (holder is module or any(sub is module for sub in holder.modules())):
+                return site
+        return None
 
     def hook_wrapper(original):
         def __call__(self, module, inputs):
@@ -90,15 +106,21 @@ def _install_spectral_norm(patcher, hub) -> None:
                 # Version 0: no power iteration has updated u in place, and no state was loaded.
                 if u is not None and u._version == 0:
                     reported.add(module)
+                    applied, evaluated = applied_at.get(module), eval_site(module)
                     hub.found("TL504", user_site(), lambda m=type(module).__name__: (
-                        f"a {m} with spectral_norm runs in eval mode before any train-mode forward: "
-                        f"its power iteration has never run, so the weight is divided by a singular "
-                        f"value estimated from random vectors and the output is off by orders of "
-                        f"magnitude (pytorch#51800); run one train-mode forward (or load a trained "
-                        f"state) first, or use torch.nn.utils.parametrizations.spectral_norm."
+                        f"this forward runs a {m} with spectral_norm"
+                        + (f" (applied at line {applied[1]})" if applied is not None else "")
+                        + " in eval mode"
+                        + (f" (set by the eval() at line {evaluated[1]})" if evaluated is not None else "")
+                        + " before any train-mode forward: its power iteration has never run, so the "
+                        "weight is divided by a singular value estimated from random vectors and the "
+                        "output is off by orders of magnitude (pytorch#51800), and so is every number "
+                        "computed from it; run one train-mode forward (or load a trained state) before "
+                        "evaluating, or use torch.nn.utils.parametrizations.spectral_norm."
                     ))
             return original(self, module, inputs)
 
         return __call__
 
     patcher.wrap(spectral.SpectralNorm, "__call__", hook_wrapper)
+    patcher.wrap(spectral.SpectralNorm, "apply", apply_wrapper)

@@ -14,6 +14,7 @@ RULES = ("TL305", "TL306", "TL701")
 # Steps with backward passes and no gradient on any of an optimizer's parameters before TL306:
 # one such step can be a warm-up that trains another part of the model first.
 _STEPS_UPDATING_NOTHING = 3
+_FREEZES_KEPT = 64
 
 
 def install(patcher, hub) -> None:
@@ -40,6 +41,22 @@ def install(patcher, hub) -> None:
         return __init__
 
     patcher.wrap(torch.optim.Optimizer, "__init__", init_wrapper)
+
+    # (module, the user line of its requires_grad_(False)), latest last, for TL306's message (a loop
+    # setting p.requires_grad = False is not seen: a tensor attribute)
+    frozen_at = []
+
+    def requires_grad_wrapper(original):
+        def requires_grad_(self, requires_grad=True):
+            if hub.active and requires_grad is False and hub.wants("TL306"):
+                if len(frozen_at) >= _FREEZES_KEPT:
+                    del frozen_at[0]
+                frozen_at.append((weakref.ref(self), user_site()))
+            return original(self, requires_grad)
+
+        return requires_grad_
+
+    patcher.wrap(torch.nn.Module, "requires_grad_", requires_grad_wrapper)
 
     def on_new_step(stream, optimizer, site, backward_ran: bool) -> None:
         seen = checked.get(id(optimizer))
@@ -85,21 +102,38 @@ def install(patcher, hub) -> None:
             if entry[1] >= _STEPS_UPDATING_NOTHING:
                 del updating_nothing[id(optimizer)]
                 name, frozen = type(optimizer).__name__, sum(not p.requires_grad for p in params)
-                why = ("all of them were frozen (requires_grad=False) after the optimizer was built"
-                       if frozen == len(params) else
-                       "they are not in the graph the loss is computed from (a module replaced, e.g. a "
-                       "new head, after the optimizer was built over the old one)")
+                if frozen == len(params):
+                    froze = _freeze_site(frozen_at, params)
+                    by = f" (requires_grad_(False) at line {froze[1]})" if froze is not None else " (requires_grad=False)"
+                    why = (f"all of them were frozen{by} after the optimizer was built, so "
+                           "every step updates nothing, silently, and the parameters that do still train "
+                           "are in no step of this optimizer; build the optimizer after freezing, over "
+                           "the parameters that still train (those with p.requires_grad).")
+                else:
+                    why = ("they are not in the graph the loss is computed from (a module replaced, e.g. a "
+                           "new head, after the optimizer was built over the old one), so every step "
+                           "updates nothing and the module that replaced them never trains; build the "
+                           "optimizer after replacing modules, over the parameters the model uses.")
                 hub.found("TL306", built_at.get(optimizer, site), lambda: (
-                    f"{name}(...) has stepped {entry[1]} times and none of its {len(params)} parameters "
-                    f"ever received a gradient although backward() ran: {why}, so every step updates "
-                    f"nothing and the model does not learn; build the optimizer over the parameters "
-                    f"that train, after freezing or replacing modules."
+                    f"{name}(...) has stepped {entry[1]} times (its step() last at line {site[1]}) and "
+                    f"none of its {len(params)} parameters ever received a gradient although backward() "
+                    f"ran: {why}"
                 ))
         if not updating_nothing:
             hub.rest(on_step)
 
     hub.observe("new_optimizer_step", RULES, on_new_step)
     hub.observe("optimizer_step", RULES, on_step, awake=False)
+
+
+def _freeze_site(frozen_at, params):
+    """The site of the latest requires_grad_(False) on a module holding one of ``params``."""
+    held = {id(p) for p in params}
+    for module, site in reversed(frozen_at):
+        module = module()
+        if module is not None and any(id(p) in held for p in module.parameters()):
+            return site
+    return None
 
 
 def _wiped(stream) -> bool:

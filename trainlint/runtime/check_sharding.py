@@ -4,6 +4,11 @@ then an FSDP unit: every forward gathers the whole model's parameters at once, t
 policy was written for silently fails, and nothing errors."""
 from __future__ import annotations
 
+import functools
+import weakref
+from collections import Counter
+from typing import Any, List
+
 from .sites import user_site
 
 RULES = ("TL307",)
@@ -17,6 +22,21 @@ def install(patcher, hub) -> None:
 def _install(patcher, hub, module) -> None:
     fsdp = module.FullyShardedDataParallel
     building = []  # FSDP units under construction: the policy builds the inner ones in the root's
+    policies_at = weakref.WeakKeyDictionary()  # ModuleWrapPolicy/CustomPolicy -> the user line that built it
+
+    def policy_init_wrapper(original):
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            if hub.active and hub.wants("TL307"):
+                policies_at[self] = user_site()
+
+        return __init__
+
+    wrap = getattr(module, "wrap", None)
+    for name in ("ModuleWrapPolicy", "CustomPolicy"):
+        cls = getattr(wrap, name, None)
+        if isinstance(cls, type) and "__init__" in vars(cls):
+            patcher.wrap(cls, "__init__", policy_init_wrapper)
 
     def init_wrapper(original):
         def __init__(self, *args, **kwargs):
@@ -31,13 +51,60 @@ def _install(patcher, hub, module) -> None:
             units = sum(1 for sub in self.modules() if isinstance(sub, fsdp))
             if units == 1:
                 wrapped = type(self.module).__name__
-                hub.found("TL307", user_site(), lambda: (
-                    f"FullyShardedDataParallel({wrapped}, auto_wrap_policy=...) wrapped no submodule: "
-                    f"the policy matched nothing in the model (a transformer_layer_cls or module class "
-                    f"the model does not contain), so the root is the only FSDP unit and every forward "
-                    f"gathers all parameters at once; name the model's own block class in the policy."
+                here = user_site()
+                built = policies_at.get(policy) if _weakrefable(policy) else None
+                at = f" (line {built[1]})" if built is not None and built != here else ""
+                blocks = repeated_blocks(self.module)
+                have = f" (its repeated blocks: {', '.join(blocks)})" if blocks else ""
+                own = f" ({{{blocks[0].split(' ', 1)[0]}}})" if blocks else ""
+                hub.found("TL307", here, lambda: (
+                    f"FullyShardedDataParallel({wrapped}, auto_wrap_policy=...) wrapped no submodule: its "
+                    f"policy {describe_policy(policy)}{at} matched no module of the {wrapped}{have}, so "
+                    f"the root is the only FSDP unit and every forward and backward gathers all "
+                    f"parameters at once: the memory the sharding was meant to save is spent anyway, "
+                    f"until a bigger model runs out of memory; name the model's own block class in the "
+                    f"policy{own}."
                 ))
 
         return __init__
 
     patcher.wrap(fsdp, "__init__", init_wrapper)
+
+
+def _weakrefable(obj: Any) -> bool:
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _names(classes: Any) -> str:
+    try:
+        return "{" + ", ".join(sorted(getattr(c, "__name__", str(c)) for c in classes)) + "}"
+    except TypeError:
+        return "{...}"
+
+
+def describe_policy(policy: Any) -> str:
+    """``transformer_auto_wrap_policy(transformer_layer_cls={LlamaDecoderLayer})``,
+    ``ModuleWrapPolicy({DecoderLayer})``, or the policy's name."""
+    classes = getattr(policy, "_module_classes", None)
+    if classes is not None:
+        return f"{type(policy).__name__}({_names(classes)})"
+    if isinstance(policy, functools.partial):
+        name = getattr(policy.func, "__name__", "policy")
+        for key in ("transformer_layer_cls", "module_classes"):
+            if key in policy.keywords:
+                return f"{name}({key}={_names(policy.keywords[key])})"
+        return f"{name}(...)"
+    return getattr(policy, "__name__", type(policy).__name__)
+
+
+def repeated_blocks(model: Any, shown: int = 3) -> List[str]:
+    """The module classes the model holds several instances of that have children of their own
+    (the blocks a wrap policy names): ``Block x2``, most numerous first."""
+    counts = Counter(type(m).__name__ for m in model.modules() if m is not model and any(True for _ in m.children()))
+    counts.pop("Sequential", None)
+    counts.pop("ModuleList", None)
+    return [f"{name} x{n}" for name, n in counts.most_common() if n > 1][:shown]

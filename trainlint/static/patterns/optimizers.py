@@ -146,9 +146,14 @@ def optimizer_updates_nothing(ctx: Context) -> Iterable[Match]:
             continue
         yield Match("TL306", site.call, lambda line_of, c=site.call, d=disabled, n=owner, s=steps[0].call: (
             f"{ctx.label(c)} collects the parameters of {n}, which {d[1]} ({line_of(d[0])}) before "
-            f"{ctx.label(s)} ({line_of(s)}): none of them receives a gradient, so every step updates "
-            f"nothing; build the optimizer after freezing or replacing modules, over the parameters "
-            f"that train."
+            f"{ctx.label(s)} ({line_of(s)}): " + (
+                f"the optimizer still holds the old module's parameters, which the model no longer "
+                f"uses, so every step updates nothing and the new {n} never trains; build the "
+                f"optimizer after replacing the module, over the new one's parameters."
+                if d[1].endswith("replaces") else
+                "none of them receives a gradient, so every step updates nothing, silently, and the "
+                "parameters that do still train are in no step of this optimizer; build the optimizer "
+                "after freezing, over the parameters that still train (those with p.requires_grad).")
         ))
 
 
@@ -325,13 +330,45 @@ def scheduler_factor_is_learning_rate(ctx: Context) -> Iterable[Match]:
             rate = _learning_rate_in(factor) if factor is not None else None
             if rate is None:
                 continue
-            yield Match("TL603", site.call, lambda line_of, c=site.call, w=what, r=ctx.code(rate): (
-                f"{ctx.label(c)} takes a learning rate ({r}) as its {w}, but a scheduler's factor "
-                f"multiplies the optimizer's learning rate: the rate becomes lr x {r}, about lr^2 "
-                f"(1e-3 becomes 1e-6), and the model barely trains; pass a factor (1.0, 0.1, "
-                f"step / warmup) and keep the learning rate on the optimizer."
+            built = _optimizer_built(ctx, site)
+            yield Match("TL603", site.call, lambda line_of, c=site.call, k=last, w=what, r=ctx.code(rate), n=rate, o=built: (
+                f"{ctx.label(c)} takes a learning rate ({r}"
+                + (f", {line_of(n)}" if line_of(n) and line_of(n) != line_of(c) else "")
+                + f") as its {w}, but a scheduler's factor "
+                f"multiplies the learning rate its optimizer already holds ("
+                + (f"{ctx.label(o[0])} at {line_of(o[0])}" + (
+                    f", with {r} as its lr too" if o[1] == r else f", lr={o[1]}" if o[1] else "")
+                   if o is not None else f"the lr {ctx.code(arg(c, 0, 'optimizer') or c.func)} was built with elsewhere")
+                + f"): {_lr_squared_consequence(k, w, r)}; pass a factor (1.0, 0.1, step / warmup) "
+                f"and keep the learning rate on the optimizer."
             ))
             break
+
+
+def _lr_squared_consequence(scheduler: str, what: str, rate: str) -> str:
+    """What lr x lr does, for the scheduler and the argument that took the learning rate."""
+    squared = f"lr x {rate}, about lr^2 (1e-3 becomes 1e-6)"
+    if scheduler == "ConstantLR":
+        return f"for its first total_iters steps the rate is {squared}, and those steps barely train"
+    if what == "start_factor":
+        return (f"the warmup starts at {squared}, far below the fraction of the rate meant, and its "
+                f"first steps barely train")
+    if what == "end_factor":
+        return f"the rate ends at {squared} and stays there after total_iters: the rest of training barely moves"
+    if scheduler == "MultiplicativeLR":
+        return f"every step multiplies the rate by {rate} again, so it falls to about 0 within a few steps and training stops"
+    return f"the whole schedule runs at {squared}, and the model barely trains"
+
+
+def _optimizer_built(ctx: Context, site) -> Optional[tuple]:
+    """(the call that built the scheduler's optimizer, the code of its lr or "") when the optimizer
+    is a name assigned once in the scheduler's function (or the module) from a torch.optim call."""
+    optimizer = dotted(arg(site.call, 0, "optimizer") or cst.Name("_"))
+    candidates = [s for s, _ in optimizer_calls(ctx) if s.function is site.function and _assigned_name(s) == optimizer]
+    if len(candidates) != 1:
+        return None
+    lr = arg(candidates[0].call, 1, "lr")
+    return candidates[0].call, ctx.code(lr) if lr is not None else ""
 
 
 def _lambda_returns(ctx: Context, fn: Optional[cst.BaseExpression], scope) -> List[cst.BaseExpression]:
