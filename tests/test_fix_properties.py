@@ -60,7 +60,7 @@ def check_fix(source: str, log=lambda text: None) -> str:
             analyze(source, ALL_RULES)
         return "not analyzed"
     if not compiles(source):
-        assert (report.text, report.applied) == (source, []), "nothing is fixed in what CPython cannot parse"
+        assert (report.text, report.applied) == (source, []), "nothing is fixed in what CPython cannot compile"
         return "not compiled"
     log(f"applied: {report.applied}, declined: {report.declined}")
     assert not report.exhausted and len(report.applied) < MAX_FIXES

@@ -293,3 +293,11 @@ def test_a_pass_that_runs_out_changes_nothing():
     cut = fix_report(source, ALL_RULES, max_fixes=1)
     assert cut.exhausted and (cut.text, cut.applied) == (source, [])
     assert len(full.applied) < MAX_FIXES
+
+
+def test_nothing_is_fixed_in_a_file_the_compiler_refuses():
+    # The parsers accept a break outside a loop, the compiler does not: the result of a fix could
+    # not be checked to compile.
+    source = CLIP_AFTER_STEP + "break\n"
+    assert "TL101" in rules_found(source)
+    assert fix_source(source, ALL_RULES) == (source, [])

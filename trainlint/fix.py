@@ -80,8 +80,12 @@ def _single_statement(lines: Lines, line: int) -> bool:
 class Tree:
     """CPython's tree of one text, indexed by the lines statements start on."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, compiled: bool = False) -> None:
+        """``compiled``: also compile the text (the compiler refuses more than the parser: a break
+        outside a loop, a return outside a function, ...)."""
         self.module = ast.parse(text)
+        if compiled:
+            compile(self.module, "<fix>", "exec", dont_inherit=True)
         self.parents: Dict[int, Tuple[ast.AST, str, list]] = {}  # id(stmt) -> (owner, field, body)
         self.up: Dict[int, ast.AST] = {}  # id(node) -> the node it is in
         self.by_line: Dict[int, List[ast.stmt]] = {}
@@ -522,9 +526,9 @@ def fix_report(text: str, rules: AbstractSet[str], max_fixes: Optional[int] = No
         if not candidates:
             break
         try:
-            tree = Tree(current)
+            tree = Tree(current, compiled=current is text)  # a fixed text compiled already
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            break  # newer syntax than this interpreter's: nothing is checked well enough to fix
+            break  # CPython refuses it (a break outside a loop; syntax newer than this interpreter): no fix
         lines = split_lines(current)
         added = ""
         if lines and _line_end(lines[-1], "") == "":
@@ -562,9 +566,9 @@ def _verified(result: Result, edit: Edit, lines: Lines, tree: Tree, current: str
     if candidate == current:
         return None, [], "the edit changes nothing"
     try:
-        new_tree = Tree(candidate)
+        new_tree = Tree(candidate, compiled=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None, [], "the edit does not parse"
+        return None, [], "the edit does not compile"
     origin = edit.origins(len(lines))
     written = new_tree.simple_at(edited, edit.written(origin))
     block_line, block_field = edit.block
