@@ -470,7 +470,7 @@ def check_bugs(bugs: Sequence[dict], clones: Path, rules: Optional[str] = None,
         if tree is None:
             results.append(dict(bug, status="skipped", why=how, found=[]))
             continue
-        found, failed = run_trainlint(tree, [bug["path"]])
+        found, failed = run_trainlint(tree, [bug["path"]] + importers(tree, bug["path"]))
         low, high = parse_lines(bug["lines"])
         wanted = normpath(bug["path"])
         on_path = [f for f in found if f["path"] == wanted]
@@ -479,6 +479,34 @@ def check_bugs(bugs: Sequence[dict], clones: Path, rules: Optional[str] = None,
         why = "; ".join(e.get("message", "") for e in failed) if failed else ""
         results.append(dict(bug, status=status, why=why, found=on_path))
     return results
+
+
+def importers(tree: Path, path: str, limit: int = 8) -> List[str]:
+    """The repository's files that import ``path``'s module by name (``from pkg.train.loop import
+    fit``, ``from .loop import fit`` next to it): checked in the same run, as ``trainlint .`` in the
+    repository would check them, so a loader built by the caller reaches the loop in ``path``.
+    At most ``limit``, the nearest first."""
+    module = Path(path).with_suffix("")
+    dotted_name = ".".join(module.parts)
+    patterns = [re.compile(rf"^\s*(?:from\s+{re.escape(dotted_name)}\s+import|import\s+{re.escape(dotted_name)}\b)", re.M)]
+    if len(module.parts) > 1:
+        parent, last = ".".join(module.parts[:-1]), module.parts[-1]
+        patterns.append(re.compile(rf"^\s*from\s+{re.escape(parent)}\s+import\s+[^\n]*\b{re.escape(last)}\b", re.M))
+    sibling = re.compile(rf"^\s*from\s+\.{re.escape(module.name)}\s+import", re.M)
+    found = []
+    for candidate in sorted(tree.rglob("*.py"), key=lambda p: (len(p.relative_to(tree).parts), str(p))):
+        relative = candidate.relative_to(tree).as_posix()
+        if relative == normpath(path) or "test" in relative.lower():
+            continue
+        try:
+            text = candidate.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if any(p.search(text) for p in patterns) or (candidate.parent == (tree / path).parent and sibling.search(text)):
+            found.append(relative)
+            if len(found) == limit:
+                break
+    return found
 
 
 def recall_figures(results: Sequence[dict]) -> Dict[str, dict]:
