@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
@@ -44,6 +45,10 @@ def could_fire(source: str, rules: AbstractSet[str]) -> bool:
     return bool(rules & FLOW_RULES) and library.current().mentioned(source)
 
 
+# Indentation up to its last form feed: CPython counts the columns after it only.
+_FORM_FEED_INDENT = re.compile(r"^[ \t\x0c]*\x0c", re.MULTILINE)
+
+
 def parse(source: str) -> cst.Module:
     """libcst's tree, behind CPython's own parser as a guard: libcst's native parser can crash or
     hang on pathologically nested input that CPython rejects at once, and CPython's messages are
@@ -60,6 +65,11 @@ def parse(source: str) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
+        if cpython_error is None and "\x0c" in source:
+            try:  # libcst mis-reads a form feed in indentation; CPython restarts the count there
+                return cst.parse_module(_FORM_FEED_INDENT.sub("", source))
+            except cst.ParserSyntaxError:
+                pass
         if cpython_error is not None:
             column = f", column {cpython_error.offset}" if cpython_error.offset else ""
             raise AnalysisError(f"syntax error at line {cpython_error.lineno}{column}: {cpython_error.msg}") from None
