@@ -127,6 +127,7 @@ class Interpreter:
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
         self._stack: List[Function] = root._stack if root else []
         self._memo: Dict[tuple, List[PathState]] = root._memo if root else {}
+        self._loop_memo: Dict[tuple, Outcome] = {}  # see _loop
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
         self._calls: Dict[int, List[cst.Call]] = {}
@@ -596,6 +597,17 @@ class Interpreter:
 
     # ----------------------------------------------------------------- loops
     def _loop(self, stmt, states: List[PathState], frame: Frame) -> Outcome:
+        """A loop run from these states, once per distinct input: the passes of an enclosing loop
+        enter it again and again with the states they reached before, and re-running it each time
+        would make the work exponential in the nesting depth."""
+        key = (id(stmt), frozenset(states), frame, tuple(id(fn.node) for fn in self._stack))
+        known = self._loop_memo.get(key)
+        if known is None:
+            known = self._loop_memo[key] = self._run_loop(stmt, states, frame)
+        return Outcome(normal=list(known.normal), breaks=list(known.breaks), continues=list(known.continues),
+                       returns=list(known.returns))
+
+    def _run_loop(self, stmt, states: List[PathState], frame: Frame) -> Outcome:
         trains = self.evidence.trains(stmt, frame)
         steps = trains or self.evidence.steps(stmt, frame)
         if isinstance(stmt, cst.For):
