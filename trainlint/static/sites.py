@@ -63,6 +63,7 @@ class SiteIndex:
             for loop in site.loops:
                 self.function_of_loop.setdefault(id(loop), site.function)
         self._training_loops: Optional[List[cst.CSTNode]] = None
+        self._by_call: Optional[Dict[int, CallSite]] = None
 
     # ----------------------------------------------------------------- indexing
     def _visit(self, body: Sequence[cst.CSTNode], fn, loops, tests, withs) -> None:
@@ -130,6 +131,17 @@ class SiteIndex:
     # ----------------------------------------------------------------- queries
     def in_function(self, fn: Optional[Function]) -> List[CallSite]:
         return self._by_function.get(id(fn), [])
+
+    def named(self, *names: str) -> List[CallSite]:
+        """The call sites of these names (``site.name``: a method's or function's last name)."""
+        if len(names) == 1:
+            return self._by_name.get(names[0], [])
+        return [site for name in names for site in self._by_name.get(name, [])]
+
+    def of_call(self, call: cst.Call) -> Optional[CallSite]:
+        if self._by_call is None:
+            self._by_call = {id(site.call): site for site in self.sites}
+        return self._by_call.get(id(call))
 
     def calls_of(self, fn: Function) -> List[CallSite]:
         """Call sites of a local function or method (by name; ``self.name(...)`` for methods)."""

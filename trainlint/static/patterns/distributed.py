@@ -24,7 +24,7 @@ _DISTRIBUTED_CALLS = {"init_process_group", "DistributedDataParallel", "FullySha
 
 def _is_distributed(ctx: Context) -> bool:
     """The script initialises a process group or wraps a model in DDP/FSDP (calls, not text)."""
-    return any(site.name in _DISTRIBUTED_CALLS for site in ctx.sites.sites)
+    return bool(ctx.sites.named(*_DISTRIBUTED_CALLS))
 
 
 def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
@@ -33,8 +33,8 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
     if not path:
         return None
     wraps = _wraps(ctx)
-    for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
-        if dotted(target) != path or not isinstance(value, cst.Call):
+    for value in ctx.model.values_assigned(path):
+        if not isinstance(value, cst.Call):
             continue
         last = (dotted(value.func) or "").rsplit(".", 1)[-1]
         kind = None
@@ -56,8 +56,7 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
 
 
 def _wraps(ctx: Context):
-    return {id(site.call): site for site in ctx.sites.sites
-            if site.name in ("DistributedDataParallel", "DDP", "DataParallel", "compile")}
+    return {id(site.call): site for site in ctx.sites.named("DistributedDataParallel", "DDP", "DataParallel", "compile")}
 
 
 def _rank_check(ctx: Context, test: cst.BaseExpression) -> bool:
@@ -169,7 +168,7 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
             if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict"):
                 continue
             owner = dotted(node.func.value)
-            if owner and any(s.name == "load_state_dict" and s.receiver == owner for s in ctx.sites.sites):
+            if owner and any(s.receiver == owner for s in ctx.sites.named("load_state_dict")):
                 continue  # saved and loaded through the same wrapper: the keys round-trip
             wrapper = _wrapper_of(ctx, owner, site)
             if wrapper in ("ddp", "dp", "compile"):
@@ -184,9 +183,9 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
 
 
 def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
-    if not _is_distributed(ctx) or any(site.name == "DistributedSampler" for site in ctx.sites.sites):
+    if not _is_distributed(ctx) or ctx.sites.named("DistributedSampler"):
         return
-    prepared = {dotted(a.value) for s in ctx.sites.sites if s.name == "prepare" for a in s.call.args}
+    prepared = {dotted(a.value) for s in ctx.sites.named("prepare") for a in s.call.args}
     training_loaders = _training_loaders(ctx)
     for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
         path = dotted(target)

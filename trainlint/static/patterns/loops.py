@@ -534,7 +534,7 @@ def _best_model_export(ctx: Context, site) -> bool:
         return True
     if len(site.call.args) > 1 and _BEST.search(ctx.code(site.call.args[1].value)):
         return True
-    return any(other.name == "save_state" for other in ctx.sites.sites)
+    return bool(ctx.sites.named("save_state"))
 
 
 def _has_optimizer_entry(saved: cst.BaseExpression) -> bool:

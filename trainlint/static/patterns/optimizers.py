@@ -95,8 +95,7 @@ def _freezes_parameters(ctx: Context) -> bool:
     the project it calls (``mark_only_adapter_as_trainable(model)``)."""
     if _sets_requires_grad(ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]):
         return True
-    if any(site.name == "requires_grad_" and site.call.args and literal_bool(site.call.args[0].value) is not True
-           for site in ctx.sites.sites):
+    if any(site.call.args and literal_bool(site.call.args[0].value) is not True for site in ctx.sites.named("requires_grad_")):
         return True
     project = ctx.model.project
     if project is None:
@@ -208,7 +207,7 @@ def _disabled_after(ctx: Context, fn, owner: str, built: int):
     for target, value in assigns:
         path = dotted(target)
         if path == owner and "." in owner and isinstance(value, cst.Call) and owner not in ctx.code(value):
-            statement = next((s for s in ctx.sites.sites if s.call is value), None)
+            statement = ctx.sites.of_call(value)
             at = order.get(id(statement.statement), -1) if statement is not None else -1
             if at > built and found is None:
                 found = (statement.statement, f"assigning a new module to {owner} replaces")

@@ -41,7 +41,7 @@ def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
     if any(site.name in ("GradScaler", "ShardedGradScaler") or (site.name == "scale" and _SCALER.search(site.receiver or ""))
            for site in ctx.sites.sites):
         return  # a scaler is made or used (scaler.scale(loss)), perhaps built elsewhere
-    if not any(site.name in ("backward", "manual_backward") for site in ctx.sites.sites):
+    if not ctx.sites.named("backward", "manual_backward"):
         return
     if _accelerate_scales(ctx):
         return  # accelerator.backward() scales the loss itself under mixed_precision="fp16"
