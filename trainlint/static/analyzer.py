@@ -16,6 +16,7 @@ from ..events import Event
 from . import library
 from .extract import Extractor, Frame
 from .flow import Interpreter, Witness
+from .budget import Budget, OutOfTime
 from .module import ModuleModel
 from .patterns import Context, Match, registry
 from .project import Project, parsed_before, remember_checked
@@ -88,16 +89,20 @@ def check_syntax(source: str) -> None:
 
 
 def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Project] = None,
-                    witnesses: Optional[Dict[Violation, Witness]] = None) -> List[Violation]:
-    """Violations of the flow rules; ``witnesses`` receives the path that showed each one."""
-    interpreter = Interpreter(model, Extractor(model, project=project), sites, project)
-    interpreter.run(model.module.body, Frame(None), history_known=True)
-    interpreter.run_framework_loops()
-    called = model.called_names()
-    uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
-    for fn in uncalled + model.all_functions:
-        if id(fn.node) not in interpreter.reached and interpreter.eventful(fn):
-            interpreter.run(fn.body, Frame(fn, cls=fn.cls), history_known=True)
+                    witnesses: Optional[Dict[Violation, Witness]] = None, budget: Optional[Budget] = None) -> List[Violation]:
+    """Violations of the flow rules; ``witnesses`` receives the path that showed each one, and
+    ``budget`` (see budget.py) what the exploration had to leave out."""
+    interpreter = Interpreter(model, Extractor(model, project=project), sites, project, budget=budget)
+    try:
+        interpreter.run(model.module.body, Frame(None), history_known=True)
+        interpreter.run_framework_loops()
+        called = model.called_names()
+        uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
+        for fn in uncalled + model.all_functions:
+            if id(fn.node) not in interpreter.reached and interpreter.eventful(fn):
+                interpreter.run(fn.body, Frame(fn, cls=fn.cls), history_known=True)
+    except OutOfTime:
+        pass  # what was found keeps its witness; confirmed() drops what needs every path
     if witnesses is not None:
         witnesses.update(interpreter.witnesses)
     return interpreter.confirmed()
@@ -155,10 +160,11 @@ def analyze(
 
 def analyze_results(
     source: str, rules: AbstractSet[str], position: Callable[[int], str] = plain_position,
-    project: Optional[Project] = None,
+    project: Optional[Project] = None, incomplete: Optional[List[str]] = None,
 ) -> List[Result]:
     """Findings of the selected rules; with a ``project``, calls into the file's other modules are
-    followed and a finding whose statement is in one of them carries that module's ``path``."""
+    followed and a finding whose statement is in one of them carries that module's ``path``.
+    ``incomplete`` receives a note for each part of the analysis its budget left out (budget.py)."""
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
     follows_project = project is not None and bool(known & FLOW_RULES) and project.imports_training_text(source)
     if not known or not (could_fire(source, known) or follows_project):
@@ -177,11 +183,14 @@ def analyze_results(
         sites = model.sites()
         violations = []
         witnesses: Dict[Violation, Witness] = {}
+        budget = Budget()
         if known & FLOW_RULES and (follows_project or could_fire(source, known & FLOW_RULES)):
-            violations = [v for v in find_violations(model, sites, project, witnesses) if v.rule in known]
+            violations = [v for v in find_violations(model, sites, project, witnesses, budget) if v.rule in known]
         matches = find_matches(model, sites, known, source)
     except RecursionError:
         raise AnalysisError("nesting too deep to analyze") from None
+    if budget.left_out and incomplete is not None:
+        incomplete.extend(_left_out(budget, module, position))
     if not violations and not matches:
         return []
     events = [ev for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
@@ -247,6 +256,18 @@ def analyze_results(
         results.append(Result(rule, span, render(), others, event, path, traced()))
     results.sort(key=lambda r: (str(r.path or ""), r.span, r.rule))
     return results
+
+
+def _left_out(budget: Budget, module: cst.Module, position: Callable[[int], str]) -> List[str]:
+    from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+    def line_of(node: cst.CSTNode) -> Optional[str]:
+        # a statement of another module (a followed call) has no position in this one
+        return position(positions[node].start.line) if node in positions else None
+
+    return budget.notes(line_of)
 
 
 def _shown(path: Optional[Path], project: Optional[Project]) -> str:

@@ -28,13 +28,12 @@ from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from .calls import literal_bool
 from .names import dotted, selectors
+from .budget import LOOP_ROUNDS, Budget
 from .project import Project
 from .sites import SiteIndex
 from .walk import children, walk
 
 MAX_CALL_DEPTH = 4
-MAX_STATES = 192  # per program point; beyond this, further paths are dropped (bounded work)
-MAX_LOOP_ROUNDS = 12
 _BOUNDARY_NAME = re.compile(r"accum|sync_gradients|gradient_accumulation", re.IGNORECASE)
 
 
@@ -77,10 +76,6 @@ class Outcome:
     returns: List[PathState] = field(default_factory=list)
 
 
-def _unique(states: Iterable[PathState]) -> List[PathState]:
-    return list(dict.fromkeys(states))[:MAX_STATES]
-
-
 def _walk_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
     """Calls in evaluation order (arguments and receivers before the call); skips lambdas."""
     kind = type(node)  # exact types: see names.dotted
@@ -110,7 +105,8 @@ _GRAD_EDIT_TYPES = frozenset((cst.Assign, cst.AugAssign, cst.Expr))  # statement
 
 class Interpreter:
     def __init__(self, model: ModuleModel, extractor: Extractor, sites: SiteIndex,
-                 project: Optional[Project] = None, root: Optional["Interpreter"] = None) -> None:
+                 project: Optional[Project] = None, root: Optional["Interpreter"] = None,
+                 budget: Optional[Budget] = None) -> None:
         self.model = model
         self.extractor = extractor
         self.sites = sites
@@ -127,6 +123,7 @@ class Interpreter:
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
         self._stack: List[Function] = root._stack if root else []
         self._memo: Dict[tuple, List[PathState]] = root._memo if root else {}
+        self.budget: Budget = root.budget if root else budget or Budget()
         self._loop_memo: Dict[tuple, Outcome] = {}  # see _loop
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
@@ -333,11 +330,13 @@ class Interpreter:
                 else:
                     self._counter.add((violation.rule, violation.at))
             out.append(replace(state, checks=checks))
-        return _unique(out)
+        return self.budget.paths(out)
 
     def confirmed(self) -> List[Violation]:
-        """Violations that hold: "may" ones on some path, "must" ones on every path that decides."""
-        return [v for v in self.violations if not v.must or (v.rule, v.at) not in self._counter]
+        """Violations that hold: "may" ones on some path, "must" ones on every path that decides
+        (none when the exploration ran out of time: the paths it did not reach might not)."""
+        complete = "time" not in self.budget.left_out
+        return [v for v in self.violations if not v.must or (complete and (v.rule, v.at) not in self._counter)]
 
     # ----------------------------------------------------------------- statements
     def block(self, body: Sequence[cst.CSTNode], states: List[PathState], frame: Frame) -> Outcome:
@@ -348,6 +347,7 @@ class Interpreter:
                 break
             if not self.relevant(stmt, frame):
                 continue
+            self.budget.tick(stmt)
             result = self.stmt(stmt, current, frame)
             outcome.breaks += result.breaks
             outcome.continues += result.continues
@@ -362,7 +362,7 @@ class Interpreter:
             k = self._micro_loop(stmt, frame)
             if k is not None and frame.accum is None:
                 frame = replace(frame, accum=k)
-        outcome.normal = _unique(current)
+        outcome.normal = self.budget.paths(current)
         return outcome
 
     def stmt(self, stmt: cst.CSTNode, states: List[PathState], frame: Frame) -> Outcome:
@@ -402,7 +402,7 @@ class Interpreter:
             outcome = Outcome()
             for case in stmt.cases:
                 outcome = _merge(outcome, self.block(block(case.body), states, frame), None)
-            outcome.normal = _unique(outcome.normal + states)
+            outcome.normal = self.budget.paths(outcome.normal + states)
             return outcome
         return Outcome(normal=states)  # def, class: not executed here
 
@@ -502,7 +502,7 @@ class Interpreter:
         taken = self.block(body, true_states, true_frame)
         other = self.block(orelse, false_states, false_frame) if orelse else Outcome(normal=false_states)
         merged = _merge(taken, other, None)
-        merged.normal = _unique(taken.normal + other.normal)
+        merged.normal = self.budget.paths(taken.normal + other.normal)
         return merged
 
     def _repeated_conditions(self) -> Dict[str, int]:
@@ -649,22 +649,24 @@ class Interpreter:
         head = first.normal or first.continues  # the first pass completes unless it cannot
         if not first.normal and not first.continues:
             result.breaks += first.breaks
-        head = _unique(self._forget(s, assigned) for s in head)
+        head = self.budget.paths(self._forget(s, assigned) for s in head)
         final = [s for s in head if id(stmt) in s.last_pass]
         head = [s for s in head if id(stmt) not in s.last_pass]
         seen = dict.fromkeys(head)
         work = head
         rounds = 0
-        while work and rounds < MAX_LOOP_ROUNDS:
+        while work and rounds < LOOP_ROUNDS:
             rounds += 1
             again = self.block(body, self._feed(work, iteration), frame)
             result.breaks += again.breaks
             result.returns += again.returns
             new = [s for s in (self._forget(s, assigned) for s in again.normal + again.continues) if s not in seen]
             final += [s for s in new if id(stmt) in s.last_pass]
-            new = _unique(s for s in new if id(stmt) not in s.last_pass)
+            new = self.budget.paths(s for s in new if id(stmt) not in s.last_pass)
             seen.update(dict.fromkeys(new))
             work = new
+        if work:
+            self.budget.loop_unsettled(stmt)
         # A loop that tells its last pass apart leaves after that pass, not after any other.
         last_passes = [replace(s, last_pass=s.last_pass - {id(stmt)}) for s in final]
         exits = [] if forever else (last_passes if last_passes else list(seen))
@@ -682,7 +684,7 @@ class Interpreter:
             result.returns = _strip(result.returns, firsts)
         if stmt.orelse is not None and exits:
             exits = self.block(block(stmt.orelse.body), exits, frame).normal
-        return Outcome(normal=_unique(exits + result.breaks), returns=result.returns)
+        return Outcome(normal=self.budget.paths(exits + result.breaks), returns=result.returns)
 
     def _first_pass_tests(self, stmt, body: Sequence[cst.CSTNode]) -> FrozenSet[int]:
         """``if i == 0:`` directly in the body of ``for i, x in enumerate(...)`` / ``for i in
@@ -1002,7 +1004,7 @@ class Interpreter:
             outcome = owner.block(callee.body, states, callee_frame)
         finally:
             self._stack.pop()
-        result = _unique(outcome.normal + outcome.returns)
+        result = self.budget.paths(outcome.normal + outcome.returns)
         self._memo[key] = result
         return result
 

@@ -1,0 +1,58 @@
+"""The analysis budget (trainlint/static/budget.py): bounded work, and never a silent truncation."""
+from __future__ import annotations
+
+from trainlint.static import budget
+from trainlint.static.analyzer import analyze_results
+
+
+def _independent_ifs(n: int) -> str:
+    lines = ["import torch", "", "def train(model, loader, optimizer, cfg):", "    for x, y in loader:",
+             "        loss = model(x).mean()", "        loss.backward()", "        optimizer.step()"]
+    for i in range(n):
+        lines += [f"        if cfg.flag_{i}:", f"            torch.nn.utils.clip_grad_norm_(model.parameters(), {i + 1}.0)"]
+    lines += ["        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "        optimizer.zero_grad()"]
+    return "\n".join(lines) + "\n"
+
+
+def _nested_loops(depth: int) -> str:
+    lines, indent = ["def train(model, loader, optimizer):"], "    "
+    for level in range(depth):
+        lines.append(f"{indent}for x{level} in loader:")
+        indent += "    "
+    lines += [f"{indent}model(x0).mean().backward()", f"{indent}optimizer.step()",
+              f"{indent}torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", f"{indent}optimizer.zero_grad()"]
+    return "import torch\n\n" + "\n".join(lines) + "\n"
+
+
+def test_eighty_independent_ifs_report_every_finding_or_say_the_analysis_is_incomplete():
+    notes = []
+    results = analyze_results(_independent_ifs(80), frozenset({"TL101"}), incomplete=notes)
+    assert len(results) == 81 or notes
+
+
+def test_a_path_budget_that_is_hit_is_reported(monkeypatch):
+    monkeypatch.setattr(budget, "PATHS", 8)
+    notes = []
+    analyze_results(_independent_ifs(20), frozenset({"TL101"}), incomplete=notes)
+    assert len(notes) == 1 and notes[0].startswith("more than 8 distinct paths at line ")
+
+
+def test_exploration_out_of_time_keeps_witnessed_findings_and_says_so(monkeypatch):
+    monkeypatch.setattr(budget, "SECONDS", 0.0)
+    notes = []
+    results = analyze_results(_independent_ifs(3), frozenset({"TL101"}), incomplete=notes)
+    assert any(note.startswith("path exploration stopped after 0 s") for note in notes)
+    assert all(r.rule == "TL101" for r in results)  # nothing but what a witnessed path showed
+
+
+def test_a_file_within_budget_has_no_note():
+    notes = []
+    results = analyze_results(_independent_ifs(3), frozenset({"TL101"}), incomplete=notes)
+    assert len(results) == 4 and notes == []
+
+
+def test_deeply_nested_loops_are_explored_once_per_distinct_input():
+    # Each level used to re-run the levels inside it: 14 levels took 20 s, 60 would never end.
+    notes = []
+    results = analyze_results(_nested_loops(60), frozenset({"TL101"}), incomplete=notes)
+    assert [r.rule for r in results] == ["TL101"] and notes == []

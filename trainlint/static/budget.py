@@ -1,0 +1,79 @@
+"""The work one file's path exploration may do, and what it had to leave out.
+
+Limits, per checked file (README, "Limits"):
+
+- ``PATHS``: distinct path states kept at one program point. Paths are merged when their states
+  are equal; beyond this many, the rest are not followed, and a finding only they would show is
+  missed.
+- ``LOOP_ROUNDS``: passes over a loop's body to reach the states it settles in; a loop still
+  producing new states after that many is left with what it reached.
+- ``SECONDS``: wall time of path exploration; past it, the exploration stops where it is and the
+  findings that need every path (the "must" ones) are dropped, the others kept (each has its
+  witness path).
+- Calls are followed ``MAX_CALL_DEPTH`` deep (flow.py); a deeper or recursive call is an unknown
+  call, which the rules abstain on: that is the analysis being explicit, not incomplete.
+
+Whatever was left out is reported with the file (text output: a note; JSON: ``incomplete``),
+never silently.
+"""
+from __future__ import annotations
+
+import time
+from typing import Dict, Iterable, List, Optional, TypeVar
+
+import libcst as cst
+
+PATHS = 192
+LOOP_ROUNDS = 12
+SECONDS = 20.0
+
+T = TypeVar("T")
+
+
+class OutOfTime(Exception):
+    """The file's exploration time is spent."""
+
+
+class Budget:
+    def __init__(self, seconds: Optional[float] = None) -> None:
+        self.seconds = SECONDS if seconds is None else seconds
+        self.deadline = time.monotonic() + self.seconds
+        self.at: Optional[cst.CSTNode] = None  # the statement being explored
+        # reason -> the statement where it first happened
+        self.left_out: Dict[str, Optional[cst.CSTNode]] = {}
+
+    def paths(self, states: Iterable[T]) -> List[T]:
+        """The distinct states, at most ``PATHS`` of them."""
+        unique = list(dict.fromkeys(states))
+        if len(unique) > PATHS:
+            self._note("paths")
+            del unique[PATHS:]
+        return unique
+
+    def loop_unsettled(self, loop: cst.CSTNode) -> None:
+        self.left_out.setdefault("loop", loop)
+
+    def tick(self, stmt: cst.CSTNode) -> None:
+        self.at = stmt
+        if time.monotonic() > self.deadline:
+            self._note("time")
+            raise OutOfTime
+
+    def _note(self, reason: str) -> None:
+        self.left_out.setdefault(reason, self.at)
+
+    def notes(self, line_of) -> List[str]:
+        """What was left out, for humans; ``line_of(node)`` gives a statement's line (or None)."""
+        found = []
+        for reason, node in self.left_out.items():
+            line = line_of(node) if node is not None else None
+            where = f" at {line}" if line is not None else ""
+            found.append(_TEXTS[reason].format(where=where, paths=PATHS, rounds=LOOP_ROUNDS, seconds=self.seconds))
+        return found
+
+
+_TEXTS = {
+    "paths": "more than {paths} distinct paths{where}: the others were not followed, and findings only they show are missed",
+    "loop": "the loop{where} had not settled after {rounds} passes: later passes were not followed",
+    "time": "path exploration stopped after {seconds:g} s{where}: code after it was not explored, and findings that need every path were dropped",
+}
