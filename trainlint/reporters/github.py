@@ -1,7 +1,10 @@
 """GitHub Actions workflow commands: each finding becomes an annotation on the pull request."""
 from __future__ import annotations
 
-from ..engine import Report
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the engine (and what it imports) loads only when a file is checked
+    from ..engine import Report
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from ..engine import Report
+if TYPE_CHECKING:  # the engine (and what it imports) loads only when a file is checked
+    from ..engine import Report
 
 VERSION = 1
 

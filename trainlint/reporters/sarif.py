@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..catalog import load_catalog
-from ..engine import Report
+if TYPE_CHECKING:  # the engine (and what it imports) loads only when a file is checked
+    from ..engine import Report
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 DOCS = "https://github.com/trainlint/trainlint/blob/main/{path}"

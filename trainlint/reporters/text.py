@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import os
-from typing import List, TextIO
+from typing import TYPE_CHECKING, List, TextIO
 
-from ..engine import Report
+if TYPE_CHECKING:  # the engine (and what it imports) loads only when a file is checked
+    from ..engine import Report
 
 _SEVERITY_COLOR = {"error": "31", "warning": "33", "info": "36"}
 
