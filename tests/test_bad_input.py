@@ -1,6 +1,7 @@
 """Bad input gets a clear per-file error, the other files are still checked, exit code 2."""
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -160,3 +161,117 @@ def test_a_file_with_no_rules_left_still_reports_its_syntax_error(tmp_path):
     write(tmp_path, "pyproject.toml", '[tool.trainlint.per-file-ignores]\n"broken.py" = ["ALL"]\n')
     write(tmp_path, "broken.py", "def f(:\n")
     assert _check_with_good_file(tmp_path, "broken.py").startswith("syntax error at line 1")
+
+
+# Issue 16: faults of the file system and of --fix. We run as root, whom permissions do not stop,
+# so refusals are raised where the OS would raise them for another user (as above).
+
+
+def _deny(monkeypatch, directory):
+    """What the OS does to a non-root user for a directory of mode 000: the directory itself can
+    be stat'ed, but not listed or opened, nothing below it can be reached, and access() says no."""
+    directory = os.path.abspath(directory)
+
+    def refusal(path):
+        path = os.path.abspath(os.fsdecode(path))
+        return path.startswith(directory + os.sep), path == directory
+
+    def guard(name, real):
+        def call(path=".", *args, **kwargs):
+            if isinstance(path, int):  # a file descriptor
+                return real(path, *args, **kwargs)
+            below, itself = refusal(path)
+            if name == "access":
+                return False if below or itself else real(path, *args, **kwargs)
+            if below or (itself and name in ("open", "scandir", "listdir")):
+                raise PermissionError(13, "Permission denied", os.fsdecode(path))
+            return real(path, *args, **kwargs)
+        return call
+
+    for name in ("stat", "lstat", "open", "scandir", "listdir", "access"):
+        monkeypatch.setattr(os, name, guard(name, getattr(os, name)))
+    monkeypatch.setattr(io, "open", guard("open", io.open))  # what pathlib opens files with
+
+
+def test_a_symlink_loop_in_a_walked_directory_is_an_error(tmp_path):
+    # Named *.py, pathlib's resolve() raised RuntimeError (a traceback); without the suffix, a loop
+    # was skipped silently, though it may stand for a directory that should have been checked.
+    write(tmp_path, "src/train.py", CLIP_AFTER_STEP)
+    os.symlink("loop", tmp_path / "src" / "loop")
+    os.symlink("loop.py", tmp_path / "src" / "loop.py")
+    for args in ([], ["--no-respect-gitignore"]):
+        result, data = run_json(*args, tmp_path / "src")
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert [f["path"].rsplit("/", 1)[-1] for f in data["findings"]] == ["train.py"]
+        assert [(e["path"].rsplit("/", 1)[-1], e["message"]) for e in data["errors"]] == [
+            ("loop", "symbolic link loop"), ("loop.py", "symbolic link loop")]
+
+
+def test_a_symlink_loop_named_on_the_command_line_is_an_error(tmp_path):
+    os.symlink("loop.py", tmp_path / "loop.py")
+    assert _check_with_good_file(tmp_path, "loop.py") == "symbolic link loop"
+
+
+def test_an_unreadable_subdirectory_is_an_error_and_the_rest_is_checked(tmp_path, monkeypatch):
+    # Before: looking for pyvenv.cfg in it raised PermissionError out of the walk (a traceback).
+    write(tmp_path, "src/train.py", CLIP_AFTER_STEP)
+    write(tmp_path, "src/locked/hidden.py", CLIP_AFTER_STEP)
+    _deny(monkeypatch, tmp_path / "src" / "locked")
+    result, data = run_json(tmp_path / "src")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert [f["path"].rsplit("/", 1)[-1] for f in data["findings"]] == ["train.py"]
+    assert [(e["path"].rsplit("/", 1)[-1], e["message"]) for e in data["errors"]] == [
+        ("locked", "cannot list directory: permission denied")]
+
+
+def test_an_unreadable_file_named_on_the_command_line_is_its_own_error(tmp_path, monkeypatch):
+    # Before: click's readable check made it a usage error, and no other path was checked.
+    write(tmp_path, "secret.py", CLIP_AFTER_STEP)
+    real_access, real_read = os.access, Path.read_bytes
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if os.fsdecode(p).endswith("secret.py") else real_access(p, mode, *a, **k))
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
+                        if self.name == "secret.py" else real_read(self))
+    assert _check_with_good_file(tmp_path, "secret.py") == "permission denied"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("locked/secret.py", "permission denied"),  # before: a traceback from the configuration lookup
+    ("locked", "permission denied: directory is not readable"),  # before: a usage error
+])
+def test_a_path_in_or_of_an_unreadable_directory_is_its_own_error(tmp_path, monkeypatch, name, message):
+    write(tmp_path, "locked/secret.py", CLIP_AFTER_STEP)
+    write(tmp_path, "good/train.py", CLIP_AFTER_STEP)
+    _deny(monkeypatch, tmp_path / "locked")
+    assert _check_with_good_file(tmp_path, name) == message
+
+
+def test_fix_on_a_read_only_file_is_an_error_and_the_other_files_are_fixed(tmp_path, monkeypatch):
+    # Before: PermissionError out of --fix (a traceback), the files after it left unfixed.
+    readonly = write(tmp_path, "a_readonly.py", CLIP_AFTER_STEP)
+    other = write(tmp_path, "b_other.py", CLIP_AFTER_STEP)
+    real = Path.write_bytes
+
+    def write_bytes(self, data):
+        if self.name == readonly.name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    result, data = run_json("--fix", tmp_path)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert other.read_text(encoding="utf-8") != CLIP_AFTER_STEP, "the other file is fixed"
+    assert readonly.read_text(encoding="utf-8") == CLIP_AFTER_STEP
+    assert f"Fixed TL101 in {other.as_posix()}" in result.stderr and "a_readonly.py" not in result.stderr
+    assert [f["path"] for f in data["findings"]] == [readonly.as_posix()], "its finding is still reported"
+    assert data["errors"] == [{"path": readonly.as_posix(), "message": "cannot write the fix: permission denied"}]
+
+
+def test_a_large_module_is_syntax_checked_exactly(tmp_path):
+    # Modules that fail the pre-filter are compiled in parts (bounded memory); an error anywhere,
+    # and a string spanning the parts, still get the whole module's verdict.
+    body = "".join(f"value_{i} = {i}\n" for i in range(20000))
+    write(tmp_path, "late.py", body + "def f(:\n    pass\n" + body)
+    assert _check_with_good_file(tmp_path, "late.py").startswith("syntax error at line 20001")
+    write(tmp_path, "long_string.py", 'TEXT = """\n' + body + '"""\n' + body)
+    result, data = run_json(tmp_path / "long_string.py")
+    assert result.exit_code == 0 and data["errors"] == []

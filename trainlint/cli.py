@@ -7,16 +7,18 @@ import sys
 from dataclasses import replace
 import textwrap
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import click
 
 from . import __version__
 from .catalog import Rule, get_rule, load_catalog, unknown_selectors
 from .config import ConfigError, configs_for, load_config, resolve_rules, split_selectors
-from .engine import Settings, check_paths, combine, default_jobs, fix_paths
 from .reporters import FORMATS
 from .reporters.text import color_enabled, render_errors, summary
+
+if TYPE_CHECKING:  # the engine loads when files are checked: --version, rules, explain stay light
+    from .engine import Settings
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -62,6 +64,8 @@ def _plan(
 ) -> List[Tuple[List[str], Settings]]:
     """The paths to check under each configuration: ``--config`` for all of them, or the config
     found upward from each path."""
+    from .engine import Settings
+
     cli_select, cli_ignore = split_selectors(select), split_selectors(ignore)
     unknown = unknown_selectors(cli_select + cli_ignore)
     if unknown:
@@ -77,7 +81,9 @@ def _plan(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+# readable=False: a path that cannot be read is that path's error (exit 2), not a usage error
+# that would stop the other paths from being checked.
+@click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
 @click.option("--select", multiple=True, metavar="RULES", help="Rules to run: ids, names or prefixes (TL1), comma-separated.")
 @click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to run.")
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
@@ -102,8 +108,17 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
 
     Exit status: 0 clean, 1 findings, 2 usage error or a file that could not be analyzed.
     """
+    from .engine import Report, check_paths, combine, default_jobs, display_path, fix_paths
+    from .files import path_error
+    from .findings import FileError
+
+    # Paths that cannot even be looked at (missing, a symbolic link loop, refused by the file
+    # system) are errors of their own; looking for their configuration would fail, so they are
+    # set aside first and the other paths are checked.
+    problems = {name: path_error(name) for name in paths}
+    errors = [FileError(display_path(Path(name)), problem) for name, problem in problems.items() if problem]
     plan = _plan(
-        paths, config_file, select, ignore,
+        [name for name, problem in problems.items() if problem is None], config_file, select, ignore,
         cache=not no_cache, jobs=jobs or default_jobs(), respect_gitignore=not no_respect_gitignore,
     )
     if fix or show_diff:
@@ -113,8 +128,10 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
             click.echo(f"{len(changes)} file{'s' if len(changes) != 1 else ''} would be fixed.", err=True)
             sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
         for change in changes:
-            click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)
-    report = combine(check_paths(group, settings) for group, settings in plan)
+            if change.error is None:
+                click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)
+        errors += [FileError(change.path, change.error) for change in changes if change.error is not None]
+    report = combine([Report(errors=errors), *(check_paths(group, settings) for group, settings in plan)])
     if not trace:
         report.findings = [replace(f, trace=()) for f in report.findings]
     color = output_format == "text" and not output_file and color_enabled(sys.stdout)

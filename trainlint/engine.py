@@ -7,24 +7,53 @@ hash, and many files are checked in parallel processes.
 from __future__ import annotations
 
 import os
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from .cache import Cache, cache_dir, key
-from .catalog import load_catalog, matches
+from .catalog import load_catalog, matches, may_fire
 from .config import Config, ignored_for
-from .files import SourceError, decode_source, discover, read_bytes
+from .files import SourceError, compiles, decode_source, discover, read_bytes
 from .pacing import paced_collection, start_worker, worker_analyzed
 from .findings import FileError, Finding
 from .notebooks import load_notebook
 from .static import library
-from .static.analyzer import AnalysisError, plain_position, analyze_results
-from .static.project import Project, parsed_count, parsed_since
+from .static.project import Project, parsed_count, parsed_since  # no libcst: see analyze_results
 from .suppression import Suppressions, parse_suppressions
 
 PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
+
+
+def analyze_results(source: str, rules: FrozenSet[str], position=None, project: Optional[Project] = None,
+                    incomplete: Optional[List[str]] = None):
+    """``static.analyzer.analyze_results``, imported on first need: libcst and the analyzer load
+    only for a file that may hold a finding or that does not compile. Most files of a repository
+    are not training code; they are settled here, as the analyzer would settle them (no findings,
+    syntax checked), so ``trainlint`` on them and ``--version`` never import libcst."""
+    if not _may_fire(source, rules, project) and compiles(source):
+        return []
+    from .static.analyzer import analyze_results as analyze, plain_position
+
+    return analyze(source, rules, position or plain_position, project, incomplete)
+
+
+def _may_fire(source: str, rules: FrozenSet[str], project: Optional[Project]) -> bool:
+    """A superset of the analyzer's pre-filter (``could_fire``, or a project module imported whose
+    text can train), computed without libcst; tests/test_startup.py checks that it stays one."""
+    catalog = load_catalog()
+    if any(rule_id not in catalog or may_fire(catalog[rule_id], source) for rule_id in rules):
+        return True
+    return library.current().mentioned(source) or (project is not None and project.imports_training_text(source))
+
+
+def _analysis_errors() -> tuple:
+    """The exceptions that say a file cannot be analyzed: the analyzer's only once it is loaded
+    (nothing raises AnalysisError before), so the engine need not import it to catch them."""
+    analyzer = sys.modules.get("trainlint.static.analyzer")
+    return (SourceError, analyzer.AnalysisError) if analyzer is not None else (SourceError,)
 
 
 @dataclass(frozen=True)
@@ -88,7 +117,7 @@ def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config
     catalog = load_catalog()
     findings = []
     # With no rules left for the file, analyze still reports a syntax error: the file is not Python.
-    results = analyze_results(text, rules, position or plain_position, project)
+    results = analyze_results(text, rules, position, project)
     elsewhere: Dict[Path, Suppressions] = {}
     for result in results:
         line, column, end_line, end_column = result.span
@@ -141,7 +170,7 @@ def _analyze(path: Path, shown: str, data: bytes, settings: Settings, project: O
         if path.suffix == ".ipynb":
             return check_notebook(text, shown, settings), []
         return check_source(text, shown, settings, project), []
-    except (SourceError, AnalysisError) as exc:
+    except _analysis_errors() as exc:
         return [], [FileError(shown, str(exc))]
     except RecursionError:
         return [], [FileError(shown, "nesting too deep to analyze")]
@@ -229,14 +258,17 @@ class Change:
     path: str
     rules: Tuple[str, ...]
     diff: str
+    error: Optional[str] = None  # why the fix could not be written (the file is left as it was)
 
 
 def fix_paths(paths: Iterable[str], settings: Settings, write: bool) -> List[Change]:
     """Autofix every Python file (notebooks are not rewritten); with ``write``, save the result in
-    the file's own encoding and line endings. Files that cannot be read are left to the check."""
+    the file's own encoding and line endings. Files that cannot be read are left to the check;
+    a file that cannot be written is a change with an ``error``, and the other files are fixed."""
     import difflib
 
     from .fix import fix_source
+    from .static.analyzer import AnalysisError
 
     files, _ = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
     changes = []
@@ -255,7 +287,12 @@ def fix_paths(paths: Iterable[str], settings: Settings, write: bool) -> List[Cha
         diff = "".join(difflib.unified_diff(
             text.splitlines(keepends=True), fixed.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"))
         if write:
-            path.write_bytes(fixed.encode(_encoding_of(data)))
+            try:
+                path.write_bytes(fixed.encode(_encoding_of(data)))
+            except OSError as exc:
+                reason = "permission denied" if isinstance(exc, PermissionError) else exc.strerror or str(exc)
+                changes.append(Change(shown, tuple(rules), diff, f"cannot write the fix: {reason}"))
+                continue
         changes.append(Change(shown, tuple(rules), diff))
     return changes
 

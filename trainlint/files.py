@@ -1,14 +1,16 @@
 """Finding the files to check and reading them as text, with a clear error for anything else."""
 from __future__ import annotations
 
+import errno
 import fnmatch
 import io
 import os
+import re
 import stat
 import subprocess
 import tokenize
 from pathlib import Path
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from .findings import FileError
 
@@ -29,7 +31,7 @@ def is_excluded(path: Path, root: Path, patterns: Sequence[str]) -> bool:
     if not patterns:
         return False
     try:
-        relative = path.resolve().relative_to(root.resolve()).as_posix()
+        relative = resolved(path).relative_to(resolved(root)).as_posix()
     except ValueError:
         relative = path.as_posix()
     for pattern in patterns:
@@ -41,8 +43,48 @@ def is_excluded(path: Path, root: Path, patterns: Sequence[str]) -> bool:
     return False
 
 
+def resolved(path: Path) -> Path:
+    """``path.resolve()``, except that a symbolic link that cannot be resolved (a loop) stays
+    itself, in its resolved directory: pathlib raises RuntimeError (Python < 3.13) for a loop."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path.parent.resolve() / path.name
+
+
 def _skipped_dir(path: Path) -> bool:
-    return path.name in SKIPPED_DIRS or path.name.endswith(".egg-info") or (path / "pyvenv.cfg").exists()
+    if path.name in SKIPPED_DIRS or path.name.endswith(".egg-info"):
+        return True
+    try:
+        return (path / "pyvenv.cfg").exists()
+    except OSError:  # a directory without search permission: listing it will say so
+        return False
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop"
+    return exc.strerror or str(exc)
+
+
+def path_error(name: str) -> Optional[str]:
+    """Why a path named on the command line cannot be checked at all (missing, a symbolic link
+    loop, refused by the file system, an unreadable directory), or None. These are per-file
+    errors: the other paths of the run are still checked."""
+    try:
+        info = os.stat(name)
+    except FileNotFoundError:
+        return None if os.path.islink(name) else "no such file or directory"  # dangling: read says
+    except OSError as exc:
+        reason = _reason(exc)
+        return reason if isinstance(exc, PermissionError) or exc.errno == errno.ELOOP else f"cannot access: {reason}"
+    except ValueError:  # an embedded NUL byte
+        return "invalid path"
+    if stat.S_ISDIR(info.st_mode) and not os.access(name, os.R_OK | os.X_OK):
+        return "permission denied: directory is not readable"
+    return None
 
 
 def discover(
@@ -55,31 +97,68 @@ def discover(
     errors: List[FileError] = []
     for name in paths:
         path = Path(name)
-        if not os.path.lexists(path):
-            errors.append(FileError(name, "no such file or directory"))
+        problem = path_error(name)
+        if problem is not None:
+            errors.append(FileError(name, problem))
         elif path.is_dir():
-            if os.access(path, os.R_OK | os.X_OK):
-                found = list(_walk(path, root, exclude, errors))
-                files.extend(git_unignored(path, found) if respect_gitignore else found)
-            else:
-                errors.append(FileError(name, "permission denied: directory is not readable"))
+            loops: List[Path] = []
+            found = list(_walk(path, root, exclude, errors, loops))
+            if respect_gitignore:
+                found, loops = git_unignored(path, found), git_unignored(path, loops)
+            files.extend(found)
+            errors.extend(FileError(str(loop), "symbolic link loop") for loop in loops)
         elif not is_excluded(path, root, exclude):
             files.append(path)
     unique = sorted(dict.fromkeys(files), key=lambda p: p.as_posix())
     return unique, errors
 
 
-def _walk(top: Path, root: Path, exclude: Sequence[str], errors: List[FileError]) -> Iterable[Path]:
-    def on_error(exc: OSError) -> None:
-        errors.append(FileError(str(exc.filename or top), f"cannot list directory: {exc.strerror}"))
-
-    for directory, subdirs, filenames in os.walk(top, onerror=on_error):
-        base = Path(directory)
-        subdirs[:] = sorted(d for d in subdirs if not _skipped_dir(base / d) and not is_excluded(base / d, root, exclude))
-        for filename in sorted(filenames):
-            path = base / filename
-            if filename.endswith(SOURCE_SUFFIXES) and not is_excluded(path, root, exclude):
+def _walk(top: Path, root: Path, exclude: Sequence[str], errors: List[FileError], loops: List[Path]) -> Iterable[Path]:
+    """The source files below ``top``, as ``os.walk`` would find them (symbolic links to
+    directories are not followed); a directory that cannot be listed is an error, and symbolic
+    links that loop are collected in ``loops`` (whatever their name: one may stand for a directory)."""
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as exc:
+            errors.append(FileError(str(directory), f"cannot list directory: {_reason(exc)}"))
+            continue
+        subdirs = []
+        for entry in entries:
+            path = directory / entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                is_link = not is_dir and entry.is_symlink()
+            except OSError:
+                is_dir = is_link = False
+            if is_dir:
+                if not _skipped_dir(path) and not is_excluded(path, root, exclude):
+                    subdirs.append(path)
+                continue
+            if is_link:
+                try:
+                    if os.path.isdir(path):
+                        continue  # a link to a directory: not followed
+                except OSError:
+                    pass
+                if _loops(path):
+                    if not is_excluded(path, root, exclude):
+                        loops.append(path)
+                    continue
+            if entry.name.endswith(SOURCE_SUFFIXES) and not is_excluded(path, root, exclude):
                 yield path
+        pending.extend(reversed(subdirs))
+
+
+def _loops(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def read_bytes(path: Path) -> bytes:
@@ -121,6 +200,36 @@ def decode_source(data: bytes) -> str:
         raise SourceError(f"coding declaration names {encoding!r}, which is not a text encoding") from None
 
 
+# A line that starts a statement at column 0 (not an ``else:``/``except:`` continuing one): a
+# boundary where a module can be cut in two, each part compiling on its own iff they do together.
+_TOP_LEVEL_LINE = re.compile(r"\n(?=[A-Za-z_])(?!(?:else|elif|except|finally|case)\b)")
+_CHUNK = 64 * 1024
+
+
+def compiles(text: str) -> bool:
+    """Does CPython compile ``text``? True proves the module is valid Python; False only means the
+    analyzer must look (it reports the exact error, or accepts what only libcst parses).
+
+    Compiled in parts of about 64 KiB cut at top-level lines: a 10 MB module compiled whole holds
+    about 1 GB of syntax tree; in parts, a few MB, and in half the time. A cut inside a string,
+    brackets or a block makes the first part fail (it ends inside them), so parts that all compile
+    prove the whole does."""
+    import warnings
+
+    start = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # SyntaxWarnings are the analyzer's business, not this test's
+        while start < len(text):
+            cut = _TOP_LEVEL_LINE.search(text, start + _CHUNK) if len(text) - start > _CHUNK else None
+            end = cut.end() if cut is not None else len(text)
+            try:
+                compile(text[start:end], "<source>", "exec", dont_inherit=True)
+            except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+                return False
+            start = end
+    return True
+
+
 def git_unignored(directory: Path, files: List[Path]) -> List[Path]:
     """The files git does not ignore (every .gitignore, .git/info/exclude, global excludes), asked
     of git itself so the rules are exactly git's. Outside a work tree, or without git: all files."""
@@ -129,7 +238,7 @@ def git_unignored(directory: Path, files: List[Path]) -> List[Path]:
     try:
         result = subprocess.run(
             ["git", "-C", str(directory), "check-ignore", "--stdin", "-z"],
-            input=b"\0".join(str(p.resolve()).encode() for p in files),
+            input=b"\0".join(os.fsencode(resolved(p)) for p in files),
             capture_output=True,
             timeout=60,
         )
@@ -137,5 +246,5 @@ def git_unignored(directory: Path, files: List[Path]) -> List[Path]:
         return files
     if result.returncode not in (0, 1):  # 128: not a git work tree
         return files
-    ignored = {Path(p.decode()) for p in result.stdout.split(b"\0") if p}
-    return [p for p in files if p.resolve() not in ignored]
+    ignored = {Path(os.fsdecode(p)) for p in result.stdout.split(b"\0") if p}
+    return [p for p in files if resolved(p) not in ignored]
