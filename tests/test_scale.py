@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+
+import pytest
 
 from cli_support import BOTH, CLEAN, CLIP_AFTER_STEP, run_json, write
 from trainlint import cache as cache_module
@@ -91,3 +95,74 @@ def test_cache_key_covers_trainlint_code(monkeypatch):
     before = cache_module.key(*args)
     monkeypatch.setattr(cache_module, "_code_fingerprint", lambda: "edited")
     assert cache_module.key(*args) != before
+
+
+def _poisoned_entry_runs(tmp_path, monkeypatch, poison):
+    """The report of a run whose cache entry for train.py was replaced by ``poison(entry)``, next
+    to a good file, and the report of the same run without a cache."""
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(cache_dir))
+    bad = write(tmp_path, "bad/train.py", BOTH)
+    good = write(tmp_path, "good/train.py", CLIP_AFTER_STEP)
+    _, expected = run_json("--no-cache", bad, good)
+    run_json(bad)
+    (entry,) = _cache_files(cache_dir)
+    poison(entry)
+    result, data = run_json(bad, good)
+    return result, data, expected
+
+
+WRONG_TYPES = {
+    "findings of ints": lambda e, f: {**e, "findings": [1, 2]},
+    "findings a dict": lambda e, f: {**e, "findings": {"a": 1}},
+    "findings null": lambda e, f: {**e, "findings": None},
+    "a finding null": lambda e, f: {**e, "findings": [None]},
+    "line a string": lambda e, f: {**e, "findings": [{**f, "line": "9"}]},
+    "line a bool": lambda e, f: {**e, "findings": [{**f, "line": True}]},
+    "rule null": lambda e, f: {**e, "findings": [{**f, "rule": None}]},
+    "message a list": lambda e, f: {**e, "findings": [{**f, "message": ["x"]}]},
+    "severity unknown": lambda e, f: {**e, "findings": [{**f, "severity": "fatal"}]},
+    "rule unknown": lambda e, f: {**e, "findings": [{**f, "rule": "TL999"}]},
+    "cell a string": lambda e, f: {**e, "findings": [{**f, "cell": "3"}]},
+    "trace an int": lambda e, f: {**e, "findings": [{**f, "trace": 5}]},
+    "trace of nulls": lambda e, f: {**e, "findings": [{**f, "trace": [None]}]},
+    "path an int": lambda e, f: {**e, "findings": [{**f, "path": 3}]},
+    "errors of ints": lambda e, f: {**e, "errors": [1]},
+    "errors null": lambda e, f: {**e, "errors": None},
+    "modules a list": lambda e, f: {**e, "modules": ["x"]},
+    "modules null": lambda e, f: {**e, "modules": None},
+    "a module digest an int": lambda e, f: {**e, "modules": {"x.py": 1}},
+    "the entry a list": lambda e, f: [e],
+}
+
+
+@pytest.mark.parametrize("shape", sorted(WRONG_TYPES))
+def test_cache_entries_of_the_wrong_shape_are_misses(tmp_path, monkeypatch, shape):
+    # Valid JSON, wrong value types: before, some crashed the run (sorting or rendering the
+    # findings) and others were reported as findings with a wrong rule, line or error message.
+    def poison(entry):
+        stored = json.loads(entry.read_text(encoding="utf-8"))
+        entry.write_text(json.dumps(WRONG_TYPES[shape](stored, stored["findings"][0])), encoding="utf-8")
+
+    result, data, expected = _poisoned_entry_runs(tmp_path, monkeypatch, poison)
+    assert data == expected and result.exit_code == 1, "recomputed, as without the cache"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_in_the_cache_directory_does_not_hang(tmp_path):
+    # Before: reading the entry (or writing CACHEDIR.TAG) blocked forever on the FIFO. In a
+    # subprocess, so a regression fails on the timeout instead of hanging the test run.
+    cache_dir = tmp_path / "cache"
+    env = {**os.environ, "TRAINLINT_CACHE_DIR": str(cache_dir)}
+    bad = write(tmp_path, "bad/train.py", BOTH)
+    good = write(tmp_path, "good/train.py", CLIP_AFTER_STEP)
+    command = [sys.executable, "-m", "trainlint", "--format", "json", str(bad), str(good)]
+    expected = json.loads(subprocess.run([*command, "--no-cache"], capture_output=True, env=env, timeout=120).stdout)
+    subprocess.run([sys.executable, "-m", "trainlint", str(bad)], capture_output=True, env=env, timeout=120)
+    (entry,) = _cache_files(cache_dir)
+    for path in (entry, cache_dir / ".gitignore", cache_dir / "CACHEDIR.TAG"):
+        path.unlink()
+        os.mkfifo(path)
+    result = subprocess.run(command, capture_output=True, env=env, timeout=60)
+    assert result.returncode == 1 and json.loads(result.stdout) == expected
+    assert entry.is_file(), "the entry was written again, in place of the FIFO"

@@ -10,12 +10,13 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import __version__
-from .catalog import load_catalog
+from .catalog import SEVERITIES, load_catalog
 from .findings import FileError, Finding
 
 FORMAT = 1
@@ -58,11 +59,43 @@ def key(data: bytes, kind: str, rules: frozenset, severity: dict, library: str =
     return digest.hexdigest()
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file; OSError otherwise. Opened without blocking
+    and checked before reading: a FIFO put where an entry (or a module it names) should be would
+    otherwise hang the run, and a device would never end."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return handle.read()
+
+
 def _digest_of(path: Path) -> Optional[str]:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return hashlib.sha256(_read_regular(path)).hexdigest()
     except OSError:
         return None
+
+
+# The fields of a stored finding and their types (``path`` only for another module's finding).
+_INT_FIELDS = ("line", "column", "end_line", "end_column")
+_STR_FIELDS = ("rule", "name", "severity", "message")
+
+
+def _finding(item: Any, path: str) -> Finding:
+    """A stored finding read back, or ValueError for anything a fresh run could not have stored."""
+    if not isinstance(item, dict) or not set(item) <= {"path", "cell", "trace", *_INT_FIELDS, *_STR_FIELDS}:
+        raise ValueError("not a finding")
+    if not all(type(item.get(k)) is int for k in _INT_FIELDS) or not all(type(item.get(k)) is str for k in _STR_FIELDS):
+        raise ValueError("not a finding")
+    if type(item.get("path", "")) is not str or type(item.get("cell", 0)) not in (int, type(None)):
+        raise ValueError("not a finding")
+    trace = item.get("trace", [])
+    if not isinstance(trace, list) or not all(type(step) is str for step in trace):
+        raise ValueError("not a finding")
+    if item["rule"] not in load_catalog() or item["severity"] not in SEVERITIES:
+        raise ValueError("not a finding")  # the reporters look both up
+    return Finding(**{"path": path, **item})
 
 
 class Cache:
@@ -74,15 +107,21 @@ class Cache:
 
     def get(self, digest: str, path: str) -> Optional[Tuple[List[Finding], List[FileError]]]:
         try:
-            data = json.loads(self._path(digest).read_text(encoding="utf-8"))
-            if data.get("format") != FORMAT or data.get("version") != __version__:
+            data = json.loads(_read_regular(self._path(digest)).decode("utf-8"))
+            if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != __version__:
                 return None
-            if any(_digest_of(Path(dep)) != expected for dep, expected in data.get("modules", {}).items()):
+            modules, stored, messages = data.get("modules", {}), data["findings"], data["errors"]
+            # Valid JSON of the wrong shape (another tool's, an edited or older entry) is a miss too.
+            if not isinstance(modules, dict) or not all(type(v) is str for v in modules.values()):
+                return None
+            if not isinstance(stored, list) or not isinstance(messages, list) or not all(type(m) is str for m in messages):
+                return None
+            if any(_digest_of(Path(dep)) != expected for dep, expected in modules.items()):
                 return None  # a project module the result depends on has changed
-            findings = [Finding(**{"path": path, **item}) for item in data["findings"]]
-            errors = [FileError(path, message) for message in data["errors"]]
+            findings = [_finding(item, path) for item in stored]
+            errors = [FileError(path, message) for message in messages]
             return findings, errors
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return None  # absent, corrupt or foreign: recompute
 
     def put(self, digest: str, findings: List[Finding], errors: List[FileError],
@@ -110,6 +149,17 @@ class Cache:
 
     def _mark(self) -> None:
         ignore = self.directory / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# Created by trainlint; safe to delete.\n*\n", encoding="utf-8")
-            (self.directory / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n", encoding="utf-8")
+        if not os.path.lexists(ignore):
+            _write_new(ignore, "# Created by trainlint; safe to delete.\n*\n")
+            _write_new(self.directory / "CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n")
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` with ``text``. What is already there is left alone, never opened: a FIFO
+    in its place would block the run (and a parallel run may have just written it)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
