@@ -84,3 +84,20 @@ def test_directories_include_notebooks(tmp_path):
     write(tmp_path, "nb/train.ipynb", notebook(SETUP, LOOP))
     _, data = run_json(tmp_path)
     assert [f["path"].rsplit("/", 1)[-1] for f in data["findings"]] == ["train.ipynb"]
+
+
+def test_a_cell_source_of_the_wrong_type_is_a_broken_notebook(tmp_path):
+    # Before: "".join() of the ints raised TypeError, reported as "internal error: TypeError: ...".
+    good = write(tmp_path, "good.ipynb", notebook(SETUP, LOOP))
+    sources = {"ints.ipynb": [1, 2], "nested.ipynb": [["import torch\n"]], "nulls.ipynb": ["x = 1\n", None],
+               "number.ipynb": 42, "object.ipynb": {"text": "x = 1\n"}}
+    for name, source in sources.items():
+        cells = [{"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [], "source": "x = 1\n"},
+                 {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": [], "source": source}]
+        write(tmp_path, name, json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    result, data = run_json(tmp_path)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert [f["path"] for f in data["findings"]] == [good.as_posix()], "the good notebook is still checked"
+    messages = {e["path"].rsplit("/", 1)[-1]: e["message"] for e in data["errors"]}
+    assert messages == {name: "broken notebook: cell 2's source is neither text nor a list of lines of text"
+                        for name in sources}

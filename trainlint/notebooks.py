@@ -29,12 +29,12 @@ class NotebookSource:
         return self.origin[index]
 
 
-def _cell_source(cell: dict) -> str:
+def _cell_source(cell: dict, number: int) -> str:
     source = cell.get("source", "")
-    if isinstance(source, list):
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
         source = "".join(source)
     if not isinstance(source, str):
-        raise SourceError("broken notebook: a cell's source is neither text nor a list of lines")
+        raise SourceError(f"broken notebook: cell {number}'s source is neither text nor a list of lines of text")
     return source
 
 
@@ -58,7 +58,7 @@ def load_notebook(text: str) -> NotebookSource:
         if not isinstance(cell, dict):
             raise SourceError(f"broken notebook: cell {number} is not an object")
         if cell.get("cell_type") == "code":
-            code.append((number, cell.get("execution_count"), _neutralise(_cell_source(cell))))
+            code.append((number, cell.get("execution_count"), _neutralise(_cell_source(cell, number))))
     # Execution order when every code cell ran, else the order of the document.
     if code and all(isinstance(count, int) for _, count, _ in code):
         code.sort(key=lambda item: item[1])
