@@ -16,3 +16,20 @@ def test_a_form_feed_in_indentation_is_valid_python(tmp_path):
     result, data = run_json("--no-cache", str(path))
     assert data["errors"] == [] and [(f["rule"], f["line"]) for f in data["findings"]] == [("TL101", 9)]
     assert result.exit_code == 1
+
+
+def _elif_chain(links: int) -> str:
+    lines = ["import torch", "", "def train(model, loader, optimizer, cfg):", "    for x, y in loader:",
+             "        model(x).mean().backward()", "        if cfg.k == 0:", "            optimizer.step()"]
+    for i in range(1, links):
+        lines += [f"        elif cfg.k == {i}:", "            optimizer.step()"]
+    lines += ["        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", "        optimizer.zero_grad()"]
+    return "\n".join(lines) + "\n"
+
+
+def test_an_elif_chain_longer_than_the_recursion_limit_is_analyzed(tmp_path):
+    # CPython and libcst accept it; the engine's walkers and libcst's positions must too.
+    source = _elif_chain(1500)
+    compile(source, "train.py", "exec")
+    _, data = run_json("--no-cache", str(write(tmp_path, "train.py", source)))
+    assert data["errors"] == [] and [(f["rule"], f["line"]) for f in data["findings"]] == [("TL101", 3006)]

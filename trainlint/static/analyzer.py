@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet, Callable, Dict, List, Optional, Tuple
+from typing import AbstractSet, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import libcst as cst
 
@@ -164,7 +166,87 @@ def analyze_results(
 ) -> List[Result]:
     """Findings of the selected rules; with a ``project``, calls into the file's other modules are
     followed and a finding whose statement is in one of them carries that module's ``path``.
-    ``incomplete`` receives a note for each part of the analysis its budget left out (budget.py)."""
+    ``incomplete`` receives a note for each part of the analysis its budget left out (budget.py).
+
+    A tree deeper than the interpreter's recursion limit allows (an ``elif`` chain of thousands:
+    valid Python, and libcst's own position metadata recurses over it) is analyzed again on a
+    thread with a deep stack; only what even that cannot hold is "nesting too deep"."""
+    try:
+        return _analyze_results(source, rules, position, project, incomplete)
+    except Exception as exc:  # noqa: BLE001 - libcst turns a RecursionError into other errors
+        if not _out_of_stack(exc):
+            raise
+    return _on_a_deep_stack(lambda: _analyze_results(source, rules, position, project, incomplete))
+
+
+def _out_of_stack(exc: BaseException) -> bool:
+    """The error is, or arose while handling, a RecursionError (libcst's position metadata
+    re-raises one as a KeyError)."""
+    seen = 0
+    current: Optional[BaseException] = exc
+    while current is not None and seen < 1000:
+        if isinstance(current, (RecursionError, _TooDeep)):
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
+
+
+class _TooDeep(AnalysisError):
+    pass
+
+
+T = TypeVar("T")
+
+
+DEEP_STACK_BYTES = 512 * 1024 * 1024  # virtual: only the pages a deep walk touches are used
+DEEP_RECURSION_LIMIT = 200_000
+
+
+def _positions(module: cst.Module):
+    """libcst's positions of every node (a full pass over the tree: only for files with findings).
+    Its position metadata recurses through nested statements: a deep tree gets a deep stack."""
+    from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
+
+    def resolve():
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+    try:
+        return resolve()
+    except Exception as exc:  # noqa: BLE001 - libcst turns a RecursionError into other errors
+        if not _out_of_stack(exc):
+            raise
+    return _on_a_deep_stack(resolve)
+
+
+def _on_a_deep_stack(analysis: Callable[[], T]) -> T:
+    """``analysis()`` on a thread with a deep stack and a high recursion limit."""
+    outcome: Dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["results"] = analysis()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = AnalysisError("nesting too deep to analyze") if _out_of_stack(exc) else exc
+
+    previous_stack, previous_limit = threading.stack_size(), sys.getrecursionlimit()
+    threading.stack_size(DEEP_STACK_BYTES)
+    sys.setrecursionlimit(max(previous_limit, DEEP_RECURSION_LIMIT))
+    try:
+        worker = threading.Thread(target=run, name="trainlint-deep-analysis")
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(previous_stack)
+        sys.setrecursionlimit(previous_limit)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["results"]  # type: ignore[return-value]
+
+
+def _analyze_results(
+    source: str, rules: AbstractSet[str], position: Callable[[int], str],
+    project: Optional[Project], incomplete: Optional[List[str]],
+) -> List[Result]:
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
     follows_project = project is not None and bool(known & FLOW_RULES) and project.imports_training_text(source)
     if not known or not (could_fire(source, known) or follows_project):
@@ -188,7 +270,7 @@ def analyze_results(
             violations = [v for v in find_violations(model, sites, project, witnesses, budget) if v.rule in known]
         matches = find_matches(model, sites, known, source)
     except RecursionError:
-        raise AnalysisError("nesting too deep to analyze") from None
+        raise _TooDeep("nesting too deep to analyze") from None
     if budget.left_out and incomplete is not None:
         incomplete.extend(_left_out(budget, module, position))
     if not violations and not matches:
@@ -198,15 +280,13 @@ def analyze_results(
     nodes = [ev.site for ev in events if ev.origin is None] + [m.node for m in matches]
     nodes += [fn.node for fn in called if fn.owner in (None, model)]
     # Positions cost a full pass over the tree: computed once, and only for files with findings.
-    from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
-
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = _positions(module)
     spans = _spans(positions, nodes)
     origins: Dict[int, ModuleModel] = {}
     others = {id(ev.origin): ev.origin for ev in events if ev.origin is not None}
     others.update((id(fn.owner), fn.owner) for fn in called if fn.owner not in (None, model))
     for other in others.values():
-        other_positions = MetadataWrapper(other.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        other_positions = _positions(other.module)
         other_spans = _spans(other_positions, [ev.site for ev in events if ev.origin is other]
                              + [fn.node for fn in called if fn.owner is other])
         spans.update(other_spans)
@@ -259,9 +339,7 @@ def analyze_results(
 
 
 def _left_out(budget: Budget, module: cst.Module, position: Callable[[int], str]) -> List[str]:
-    from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
-
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = _positions(module)
 
     def line_of(node: cst.CSTNode) -> Optional[str]:
         # a statement of another module (a followed call) has no position in this one

@@ -76,15 +76,23 @@ class Outcome:
     returns: List[PathState] = field(default_factory=list)
 
 
-def _walk_calls(node: cst.CSTNode) -> Iterable[cst.Call]:
-    """Calls in evaluation order (arguments and receivers before the call); skips lambdas."""
-    kind = type(node)  # exact types: see names.dotted
-    if kind is cst.Lambda or kind is cst.FunctionDef or kind is cst.ClassDef:
-        return
-    for child in children(node):
-        yield from _walk_calls(child)
-    if kind is cst.Call:
-        yield node
+def _walk_calls(node: cst.CSTNode) -> List[cst.Call]:
+    """Calls in evaluation order (arguments and receivers before the call); skips lambdas.
+    Iterative: how deep a tree goes (an elif chain of thousands) is the program's to choose."""
+    found: List[cst.Call] = []
+    stack: List[Tuple[cst.CSTNode, bool]] = [(node, False)]
+    while stack:
+        current, children_done = stack.pop()
+        if children_done:
+            found.append(current)  # type: ignore[arg-type]
+            continue
+        kind = type(current)  # exact types: see names.dotted
+        if kind is cst.Lambda or kind is cst.FunctionDef or kind is cst.ClassDef:
+            continue
+        if kind is cst.Call:
+            stack.append((current, True))
+        stack.extend((child, False) for child in reversed(children(current)))
+    return found
 
 
 # Calls that can be events; anything else is relevant only if it reaches a local function.
@@ -448,6 +456,30 @@ class Interpreter:
 
     # ----------------------------------------------------------------- branches
     def _if(self, stmt: cst.If, states: List[PathState], frame: Frame) -> Outcome:
+        """An ``if`` with its ``elif`` chain, run link by link without recursion (the chain's
+        length is the program's to choose: thousands of ``elif`` are valid Python)."""
+        taken_parts: List[Outcome] = []
+        while True:
+            taken, orelse, false_states, false_frame = self._branch(stmt, states, frame)
+            taken_parts.append(taken)
+            if len(orelse) == 1 and isinstance(orelse[0], cst.If) and false_states:
+                if self.relevant(orelse[0], false_frame):
+                    stmt, states, frame = orelse[0], false_states, false_frame
+                    self.budget.tick(stmt)
+                    continue
+                other = Outcome(normal=false_states)
+            else:
+                other = self.block(orelse, false_states, false_frame) if orelse else Outcome(normal=false_states)
+            break
+        merged = other
+        for taken in reversed(taken_parts):
+            merged = _merge(taken, merged, None)
+        merged.normal = self.budget.paths(merged.normal)
+        return merged
+
+    def _branch(self, stmt: cst.If, states: List[PathState], frame: Frame):
+        """One link of an if/elif chain: the outcome of its body, and what its ``else`` (an
+        ``elif`` or a block) runs: (taken, orelse statements, their states, their frame)."""
         states = self._expr(stmt.test, states, frame)
         key, polarity = self._cond_key(stmt.test)
         passed = {param: (caller_key, caller_polarity) for param, caller_key, caller_polarity in frame.conditions}
@@ -479,8 +511,7 @@ class Interpreter:
         fires = id(stmt)
         if _tests_grad_presence(stmt.test):
             # ``if p.grad is not None:`` over the parameters after a backward: they have gradients.
-            taken = self.block(body, states, true_frame)
-            return taken if not orelse else _merge(taken, Outcome(), taken.normal)
+            return self.block(body, states, true_frame), (), [], frame  # its else is not run
         true_states, false_states = [], []
         for state in states:
             assumed = dict(state.assume).get(key)
@@ -499,11 +530,7 @@ class Interpreter:
             loop_id, when = last
             marked = [replace(s, last_pass=s.last_pass | {loop_id}) for s in (true_states if when else false_states)]
             true_states, false_states = (marked, false_states) if when else (true_states, marked)
-        taken = self.block(body, true_states, true_frame)
-        other = self.block(orelse, false_states, false_frame) if orelse else Outcome(normal=false_states)
-        merged = _merge(taken, other, None)
-        merged.normal = self.budget.paths(taken.normal + other.normal)
-        return merged
+        return self.block(body, true_states, true_frame), orelse, false_states, false_frame
 
     def _repeated_conditions(self) -> Dict[str, int]:
         """How many ``if`` statements of the explored code (module body and functions that can

@@ -103,12 +103,16 @@ class ModuleModel:
                 self.classes.setdefault(stmt.name.value, stmt)
                 self._collect(block(stmt.body), cls=stmt.name.value, func=func)
             elif isinstance(stmt, cst.If):
-                outer = self._under
-                self._under = outer + selectors(stmt.test)
-                self._collect(block(stmt.body), cls, func)
-                self._under = outer
-                if stmt.orelse is not None:
-                    self._collect([stmt.orelse] if isinstance(stmt.orelse, cst.If) else block(stmt.orelse.body), cls, func)
+                branch: Optional[cst.If] = stmt
+                while branch is not None:  # an elif chain, iteratively: its length is the program's
+                    outer = self._under
+                    self._under = outer + selectors(branch.test)
+                    self._collect(block(branch.body), cls, func)
+                    self._under = outer
+                    orelse = branch.orelse
+                    branch = orelse if isinstance(orelse, cst.If) else None
+                    if isinstance(orelse, cst.Else):
+                        self._collect(block(orelse.body), cls, func)
             else:
                 if isinstance(stmt, cst.For):
                     for target in walk(stmt.target):

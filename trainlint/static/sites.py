@@ -81,13 +81,17 @@ class SiteIndex:
             elif isinstance(stmt, cst.ClassDef):
                 self._visit(block(stmt.body), None, (), (), ())
             elif isinstance(stmt, cst.If):
-                self._calls_in(stmt.test, stmt, fn, loops, tests_here, withs)
-                self._visit(block(stmt.body), fn, loops, tests_here + (stmt.test,), withs)
-                orelse = stmt.orelse
-                if isinstance(orelse, cst.If):
-                    self._visit([orelse], fn, loops, tests_here + (_negated(stmt.test),), withs)
-                elif isinstance(orelse, cst.Else):
-                    self._visit(block(orelse.body), fn, loops, tests_here + (_negated(stmt.test),), withs)
+                branch, branch_tests = stmt, tests_here
+                while True:  # an elif chain, iteratively: its length is the program's
+                    self._calls_in(branch.test, branch, fn, loops, branch_tests, withs)
+                    self._visit(block(branch.body), fn, loops, branch_tests + (branch.test,), withs)
+                    orelse, branch_tests = branch.orelse, branch_tests + (_negated(branch.test),)
+                    if isinstance(orelse, cst.Else):
+                        self._visit(block(orelse.body), fn, loops, branch_tests, withs)
+                    if not isinstance(orelse, cst.If):
+                        break
+                    branch = orelse
+                    self.statement_order[id(branch)] = len(self.statement_order)
                 if _returns_early(stmt):
                     guard = guard + (_negated(stmt.test),)  # ``if rank != 0: return`` guards what follows
             elif isinstance(stmt, (cst.For, cst.While)):
