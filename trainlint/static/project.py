@@ -132,6 +132,9 @@ class Project:
     def __init__(self, path: Path) -> None:
         self.path = path.resolve()
         self.roots = _roots(self.path)
+        # Checking an installed package (``site-packages/torch/...``): its own top-level name.
+        self.installed_as = next((self.path.relative_to(root).parts[0] for root in self.roots
+                                  if root.name in _INSTALL_DIRECTORIES), None)
         self.read: Dict[Path, str] = {}  # modules read by this analysis -> sha256 of their content
         self._functions: Dict[Tuple[int, str], Optional[Function]] = {}
 
@@ -219,20 +222,44 @@ class Project:
                 self.read[source.path] = hashlib.sha256(source.source.encode("utf-8")).hexdigest()
 
     def imports_training_text(self, source: str) -> bool:
-        """Does the checked file import a project module whose text can hold a training event?
-        Read from the import lines of the text, before parsing: a script whose loop calls
-        ``engine.train_one_epoch`` has no event of its own to pass the rules' pre-filter."""
+        """Does the checked file call something of its project that may produce a training event?
+        Read from the text, before parsing: a script whose loop calls ``engine.train_one_epoch``
+        has no event of its own to pass the rules' pre-filter. A name imported from a project
+        module counts when the file calls it (``train_one_epoch(``, ``engine.train_one_epoch(``)
+        and its definition may train (``_definition_may_train``); a module imported whole, when
+        the file calls one of its functions that may."""
         for found in _IMPORT_LINE.finditer(source):
-            module, names = found.group("module") or found.group("plain"), found.group("names") or ""
-            candidates = [module] + [f"{module}.{n}" if not module.endswith(".") else module + n
-                                     for n in re.findall(r"\w+", names)]
-            for candidate in candidates:
-                if candidate.lstrip(".").split(".", 1)[0] in _NEVER_PROJECT:
-                    break
-                path = self._find(candidate, None)
-                if path is not None and _has_event_text(path):
+            module = found.group("module") or found.group("plain")
+            if module.lstrip(".").split(".", 1)[0] in _NEVER_PROJECT:
+                continue
+            names = found.group("names") if found.group("names") is not None else found.group("inline") or ""
+            imported = [_IMPORTED_NAME.match(part.strip()) for part in names.split(",") if part.strip()]
+            if found.group("plain"):
+                # ``import pkg.engine as engine`` / ``import engine``: calls of ``engine.f(``
+                alias = found.group("alias") or module
+                if self._calls_into(source, self._find(module, None), alias):
+                    return True
+                continue
+            path = self._find(module, None)
+            for match in imported:
+                if match is None:
+                    continue
+                name, alias = match.group(1), match.group(2) or match.group(1)
+                if path is not None and _has_event_text(path) and re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source):
+                    if _definition_may_train(path, name):
+                        return True
+                # ``from pkg import engine``: a module imported by name
+                submodule = f"{module}.{name}" if not module.endswith(".") else module + name
+                if self._calls_into(source, self._find(submodule, None), alias):
                     return True
         return False
+
+    def _calls_into(self, source: str, path: Optional[Path], alias: str) -> bool:
+        """Does ``source`` call a function of the module at ``path`` (``alias.f(...)``) that may train?"""
+        if path is None or not _has_event_text(path):
+            return False
+        called = re.findall(rf"(?<![\w.]){re.escape(alias)}\.(\w+)[ \t]*\(", source)
+        return any(_definition_may_train(path, name) for name in set(called))
 
     def _find(self, name: str, importer: Optional[ModuleModel]) -> Optional[Path]:
         level = len(name) - len(name.lstrip("."))
@@ -244,6 +271,9 @@ class Project:
             bases = [base]
         else:
             bases = self.roots
+        if self.installed_as is not None and parts and parts[0] != self.installed_as:
+            # another distribution installed beside the checked package is not its project
+            bases = [base for base in bases if base.name not in _INSTALL_DIRECTORIES]
         key = (tuple(bases), ".".join(parts))
         if key not in _FOUND:
             _FOUND[key] = _first_file(bases, parts)
@@ -297,10 +327,11 @@ def _builds_sampler(path: Path, stamp: Tuple[int, int]) -> bool:
 # How many re-exports (``from .module import X`` in a package's __init__) a class is followed through.
 _REEXPORT_HOPS = 3
 _IMPORT_LINE = re.compile(
-    r"^[ \t]*(?:from[ \t]+(?P<module>\.*[\w.]*)[ \t]+import[ \t]+\(?(?P<names>[\w, \t]*)"
-    r"|import[ \t]+(?P<plain>[\w.]+))",
+    r"^[ \t]*(?:from[ \t]+(?P<module>\.*[\w.]*)[ \t]+import[ \t]+(?:\((?P<names>[^)]*)\)|(?P<inline>[\w, \t]*))"
+    r"|import[ \t]+(?P<plain>[\w.]+)(?:[ \t]+as[ \t]+(?P<alias>\w+))?)",
     re.MULTILINE,
 )
+_IMPORTED_NAME = re.compile(r"^(\w+)(?:\s+as\s+(\w+))?")
 # Text a module needs for one of its functions to produce a training event: the event calls, a
 # call of anything named like a backward (not ``def backward(ctx, ...)`` of autograd functions),
 # an optimizer handled. Modules without it are never parsed to be followed.
@@ -399,6 +430,7 @@ def _first_file(bases: List[Path], parts: List[str]) -> Optional[Path]:
     return None
 
 
+_INSTALL_DIRECTORIES = frozenset({"site-packages", "dist-packages"})
 # Top-level packages that are never the user's own code (a local file shadowing them would break
 # the program anyway): no file system look-up for ``torch.nn.functional.relu(...)``.
 _NEVER_PROJECT = frozenset({
