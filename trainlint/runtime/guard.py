@@ -31,6 +31,7 @@ from .hooks_processes import unchecked_note
 from .hub import HUB
 from .report import report_path, write_report
 from .rules import RuleInfo, Selectors, select_rules
+from .signals import SHIELD
 
 MODES = ("warn", "raise", "collect")
 Key = Tuple[str, str, int]  # (rule, path, line)
@@ -66,34 +67,73 @@ class Guard:
             self.findings.append(finding)
         return finding
 
+    # Starting and ending hold SIGINT (see .signals): a Ctrl-C that lands meanwhile comes out of
+    # the ``with`` statement once the patches are all in or all out. These two frames hold by
+    # themselves, and each of their lines is either before any change or followed by a release.
+    # No hold encloses these (a guard starts and ends in the user's code), so each releases all
+    # the holds of its thread at its end: one left by an exception no handler saw ends there too.
+    @SHIELD.protect
     def __enter__(self) -> "Guard":
+        SHIELD.hold()
+        depth = self._depth
+        try:
+            self._start()
+            return _released(self)
+        except BaseException:  # also a Ctrl-C that came while starting: the guard does not start
+            SHIELD.hold()
+            self._unstart(depth)
+
+    @SHIELD.protect
+    def __exit__(self, exc_type, exc, tb) -> None:
+        SHIELD.hold()
+        try:
+            self._end(finished=exc_type is None)
+        finally:
+            SHIELD.release(0)
+
+    def _start(self) -> None:
         with HUB.lock:
             self._depth += 1
             if self._depth == 1:
-                try:
-                    HUB.attach(self)
-                except BaseException:
-                    self._depth -= 1
-                    raise
-        return self
+                HUB.attach(self)  # which leaves nothing attached if it fails
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def _unstart(self, depth: int) -> None:
+        """Undo this start, whatever part of it was done (back to ``depth``); release the holds,
+        then re-raise what is being handled (or a Ctrl-C held meanwhile)."""
+        try:
+            with HUB.lock:
+                self._depth = depth
+                if not depth and self in HUB.guards:
+                    HUB.detach(self, finished=False)
+        finally:
+            SHIELD.release(0)
+        raise  # noqa: PLE0704 (called from an except clause: re-raises its exception)
+
+    def _end(self, finished: bool) -> None:
         with HUB.lock:
-            self._depth -= 1
-            if self._depth:
-                return
-            self.unchecked = unchecked_note(HUB.workers, HUB.stepped)
             try:
-                HUB.detach(self, finished=exc_type is None)
+                self._depth -= 1
+                if self._depth:
+                    return
+                self.unchecked = unchecked_note(HUB.workers, HUB.stepped)
+                HUB.detach(self, finished=finished)
             finally:
-                # An enclosing warn-mode guard prints the summary that covers this one.
-                summarise = self.mode == "warn" and not any(g.mode == "warn" for g in HUB.guards)
-                if self.report:
-                    write_report(report_path(self.report), self.findings)
-                if summarise and self.findings:
-                    sys.stderr.write(self.summary())
-                if summarise:
-                    sys.stderr.write(self.unchecked)
+                if not self._depth:
+                    self._ended()
+
+    def _ended(self) -> None:
+        try:
+            if self in HUB.guards:  # an exception no handler saw cut the above short
+                HUB.detach(self, finished=False)
+        finally:
+            # An enclosing warn-mode guard prints the summary that covers this one.
+            summarise = self.mode == "warn" and not any(g.mode == "warn" for g in HUB.guards)
+            if self.report:
+                write_report(report_path(self.report), self.findings)
+            if summarise and self.findings:
+                sys.stderr.write(self.summary())
+            if summarise:
+                sys.stderr.write(self.unchecked)
 
     def __call__(self, function):
         @functools.wraps(function)
@@ -115,3 +155,8 @@ def guard(mode: str = "warn", select: Selectors = None, ignore: Selectors = None
           report: Optional[str] = None, check_every_step: bool = False) -> Guard:
     """A guard over the code it wraps; see the module documentation."""
     return Guard(mode=mode, select=select, ignore=ignore, report=report, check_every_step=check_every_step)
+
+
+def _released(guard: Guard) -> Guard:
+    SHIELD.release(0)
+    return guard

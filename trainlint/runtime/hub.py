@@ -26,6 +26,7 @@ from ..events import Event, EventKind
 from .errors import TrainingInvariantError, TrainingInvariantWarning
 from .rules import CHECK_MODULES, HOOK_MODULES, checkable, check_module, known_rules
 from .sampling import CYCLE_KEPT, StepSampler
+from .signals import SHIELD
 from .sites import Site, display_path, user_site
 from .stream import Stream
 
@@ -84,17 +85,24 @@ class Hub:
         self.skipped_by_scaler = weakref.WeakSet()
 
     # ------------------------------------------------------------------ guards
+    # The guard calls attach and detach while SIGINT is held (see .signals).
     def attach(self, guard) -> None:
         with self.lock:
             if not self.guards:
                 self._install()
-            self.sampler.resume()  # a nested guard sees every step from its start
-            self.guards.append(guard)
-            self._update_wanted()
+            try:
+                self.sampler.resume()  # a nested guard sees every step from its start
+                self.guards.append(guard)
+                self._update_wanted()
+            except BaseException:
+                self.detach(guard, finished=False)
+                raise
 
     def detach(self, guard, finished: bool = True) -> None:
         """``finished``: the guarded code ran to its end (no exception), so checks that can only
-        conclude at the end of a run (a last accumulation window, a schedule's coverage) do."""
+        conclude at the end of a run (a last accumulation window, a schedule's coverage) do.
+        Whatever is raised, the guard is gone when this returns, and the last one takes every
+        hook out."""
         with self.lock:
             verdict = None
             try:
@@ -103,10 +111,13 @@ class Hub:
             except TrainingInvariantError as exc:  # raise mode: raised once the hooks are gone
                 verdict = exc
             finally:
-                self.guards.remove(guard)
-                self._update_wanted()
-                if not self.guards:
-                    self._uninstall()
+                try:
+                    if guard in self.guards:
+                        self.guards.remove(guard)
+                    self._update_wanted()
+                finally:
+                    if not self.guards:
+                        self._uninstall()
             if verdict is not None:
                 raise verdict
 
@@ -129,6 +140,9 @@ class Hub:
     def _install(self) -> None:
         from .patches import Patcher
 
+        if self._patcher is not None:  # what an interrupted uninstall left in (see _uninstall)
+            self._patcher.restore()
+            self._patcher = None
         world = int(os.environ.get("WORLD_SIZE", "1") or 1)
         self.rank_prefix = f"[rank {os.environ.get('RANK', '0')}] " if world > 1 else ""
         self.rules = known_rules()
@@ -142,34 +156,47 @@ class Hub:
                 # A check whose rules are all missing from the catalog is not even hooked.
                 if available.intersection(module.RULES):
                     module.install(patcher, self)
+            self._patcher = patcher
+            self.first_state = self._initial
+            self.streams = ThreadStreams(self)
+            self.sampler.reset()
+            self.coasting = self.novel = self.sharded = self.stepped = False
+            self.workers = []
+            self.skipped_by_scaler = weakref.WeakSet()
+            self.active = True
+            SHIELD.session = True  # keep the SIGINT handler in between holds
         except BaseException:
-            patcher.restore()
-            self._observers.clear()
-            self._resting.clear()
+            self.active = SHIELD.session = False
+            self._patcher = None
+            try:
+                patcher.restore()
+            finally:
+                self._clear()
             raise
-        self._patcher = patcher
-        self.first_state = self._initial
-        self.streams = ThreadStreams(self)
-        self.sampler.reset()
-        self.coasting = self.novel = self.sharded = self.stepped = False
-        self.workers = []
-        self.skipped_by_scaler = weakref.WeakSet()
-        self.active = True
 
     def _uninstall(self) -> None:
         # The streams stay until the next session replaces them: a hook still running on another
         # thread may read them after ``active`` turned False.
         self.active = self.coasting = False
+        SHIELD.session = False
+        patcher = self._patcher
+        try:
+            if patcher is not None:
+                patcher.restore()  # every undo runs, whatever one of them raises
+        finally:
+            if patcher is not None and not patcher.pending:
+                self._patcher = None  # else the next _install restores what is left
+            self._clear()
+
+    def _clear(self) -> None:
+        """Drop the session's tables (what hooks registered, interned events, memos)."""
         self.sampler.reset()
-        patcher, self._patcher = self._patcher, None
         self.grad_samples = None
         for cache in self._caches.values():
             cache.clear()
         for table in (self._observers, self._notified, self._resting, self._caches, self._events, self._memo,
                       self._states, self._messages, self.names, self.scaled, self.confirm):
             table.clear()
-        if patcher is not None:
-            patcher.restore()
 
     @property
     def patcher(self):

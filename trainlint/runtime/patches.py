@@ -2,8 +2,9 @@
 
 Hooks change three kinds of things: attributes of classes and modules, the closure cell of a
 decorated function (so callers that imported the function by name before the guard are seen too),
-and torch's hook registries (undone through their handles). Each change records its undo; restoring
-runs every undo even when one fails or a KeyboardInterrupt arrives in the middle.
+and torch's hook registries (undone through their handles). Each change records its undo first;
+restoring runs every undo even when one fails. The guard holds SIGINT while it installs and
+restores (see :mod:`.signals`), and so does a per-step swap.
 
 Hooks on calls a training step makes every time (``per_step=True``) can also be taken out and put
 back while the session lasts: the guard removes them while it samples a steady loop (see
@@ -27,6 +28,8 @@ import sys
 import warnings
 from types import CellType, FunctionType
 from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .signals import SHIELD
 
 _ABSENT = object()
 
@@ -56,16 +59,23 @@ class Patcher:
 
     def replace(self, owner: Any, name: str, value: Any, per_step: bool = False) -> None:
         original = vars(owner).get(name, _ABSENT)
-        setattr(owner, name, value)
-        self.replaced.append((owner, name, original))
 
         def undo() -> None:
-            if original is _ABSENT:
-                delattr(owner, name)
-            else:
+            if original is not _ABSENT:
                 setattr(owner, name, original)
+            elif name in vars(owner):
+                delattr(owner, name)
 
+        # Each undo is recorded before its change, so no interruption can leave a change unrecorded
+        # (an undo of a change not made yet changes nothing).
         self._undo.append(undo)
+        self.replaced.append((owner, name, original))
+        try:
+            setattr(owner, name, value)
+        except Exception:  # not changed: nothing to undo
+            self._undo.pop()
+            self.replaced.pop()
+            raise
         if per_step:
             put_in = lambda: setattr(owner, name, value)  # noqa: E731
             self._add_per_step(put_in, undo, put_in)
@@ -74,13 +84,13 @@ class Patcher:
                   traceable: bool = False) -> None:
         original = cell.cell_contents
         wrapper = make(original)
-        value = cell.cell_contents = (
-            _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper)
+        value = _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper
 
         def undo() -> None:
             cell.cell_contents = original
 
         self._undo.append(undo)
+        cell.cell_contents = value
         if per_step:
             def put_in() -> None:
                 cell.cell_contents = value
@@ -98,21 +108,25 @@ class Patcher:
         elif not self.per_step_in:  # hooked after an import while they are out: out with the rest
             take_out()
 
+    @SHIELD.holder
     def set_per_step(self, put_in: bool) -> None:
-        """Put the per-step hooks in, or take them out (torch's own functions run instead)."""
+        """Put the per-step hooks in, or take them out (torch's own functions run instead). SIGINT
+        is held meanwhile (a sample every ~50 steps pays about a microsecond for it): a Ctrl-C the
+        training loop catches and survives must not leave some hooks in and some out."""
         if put_in == self.per_step_in:
             return
-        self.per_step_in = put_in
-        if not self._held and _compiled_code_exists():
-            # From now on the hooks stay installed (see the module's docstring): each reads
-            # ``per_step_in`` and passes through to torch's function while out.
-            self._held = True
-            for hook in self._per_step:
-                hook[2]()
-        if self._held:
-            return
-        for hook in self._per_step:
-            hook[0 if put_in else 1]()
+        SHIELD.hold()
+        try:
+            self.per_step_in = put_in
+            if not self._held and _compiled_code_exists():
+                # From now on the hooks stay installed (see the module's docstring): each reads
+                # ``per_step_in`` and passes through to torch's function while out.
+                self._held = True
+                _run_all(self._per_step, 2)
+            if not self._held:
+                _run_all(self._per_step, 0 if put_in else 1)
+        finally:
+            SHIELD.release()
 
     def handle(self, handle: Any) -> None:
         """A torch RemovableHandle (global optimizer hooks and the like)."""
@@ -127,24 +141,59 @@ class Patcher:
             return
         if self._finder is None:
             finder = self._finder = _AfterImport()
-            sys.meta_path.insert(0, finder)
             self._undo.append(lambda: sys.meta_path.remove(finder) if finder in sys.meta_path else None)
+            sys.meta_path.insert(0, finder)
         self._finder.callbacks.setdefault(module_name, []).append(install)
 
+    @property
+    def pending(self) -> int:
+        """Undos not run yet (non-zero only while restoring, or after a restore was cut short)."""
+        return len(self._undo)
+
     def restore(self) -> None:
-        pending: Optional[BaseException] = None
-        while self._undo:
-            undo = self._undo.pop()
+        """Undo every change, newest first. Each undo is taken off the list only once it has run:
+        whatever one raises (a KeyboardInterrupt included), it is tried once more and the others
+        still run, and the first problem is re-raised at the end; an exception that stops the loop
+        itself (one no handler sees, see .signals) leaves the rest for the next restore."""
+        undo = self._undo
+        first: Optional[BaseException] = None
+        while undo:
             try:
-                undo()
-            except BaseException as exc:  # keep undoing; the first problem is re-raised at the end
-                pending = pending or exc
+                undo[-1]()
+            except BaseException as exc:
+                if first is None:
+                    first = exc
+                try:  # once more: an exception from outside (see .signals) may have cut it short
+                    undo[-1]()
+                except BaseException:
+                    pass
+            finally:
+                undo.pop()
+        self._finder = None
         self.replaced.clear()
         self._per_step.clear()
         self.per_step_in = True
         self._held = False
-        if pending is not None:
-            raise pending
+        if first is not None:
+            raise first
+
+
+def _run_all(hooks: List[tuple], index: int) -> None:
+    """Run ``hook[index]()`` of every hook even if some raise (each is tried twice); re-raise the
+    first problem."""
+    first: Optional[BaseException] = None
+    for hook in hooks:
+        try:
+            hook[index]()
+        except BaseException as exc:
+            if first is None:
+                first = exc
+            try:  # once more, as in Patcher.restore
+                hook[index]()
+            except BaseException:
+                pass
+    if first is not None:
+        raise first
 
 
 def _compiled_code_exists() -> bool:
