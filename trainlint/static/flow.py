@@ -931,9 +931,9 @@ class Interpreter:
         different functions on different paths is left unknown."""
         if isinstance(func, cst.Name):
             scope = frame.function
-            values = [v for t, v in scope.assigns if isinstance(t, cst.Name) and t.value == func.value] if scope else []
+            values = _names_assigned(self.model, scope).get(func.value, []) if scope else []
             if not values and (scope is None or func.value not in scope.params):
-                values = [v for t, v in self.model.module_assigns if isinstance(t, cst.Name) and t.value == func.value]
+                values = _names_assigned(self.model, None).get(func.value, [])
         elif frame.cls is not None:
             values = [v for _, v in self.model.assignments_in_class(frame.cls, dotted(func) or "")]
         else:
@@ -1118,6 +1118,20 @@ def _range_bound(loop: cst.For) -> Optional[Tuple[str, str]]:
 
 def _strip(states: List[PathState], boundaries: FrozenSet[int]) -> List[PathState]:
     return [replace(s, unfired=s.unfired - boundaries) if s.unfired & boundaries else s for s in states]
+
+
+def _names_assigned(model: ModuleModel, fn: Optional[Function]) -> Dict[str, List[cst.BaseExpression]]:
+    """Plain name -> the values assigned to it in ``fn`` (or at module level), in order: indexed
+    once per scope, since every call through a name asks."""
+
+    def index() -> Dict[str, List[cst.BaseExpression]]:
+        found: Dict[str, List[cst.BaseExpression]] = {}
+        for target, value in (fn.assigns if fn is not None else model.module_assigns):
+            if type(target) is cst.Name:  # exact types: see names.dotted
+                found.setdefault(target.value, []).append(value)
+        return found
+
+    return model.memo(f"names_assigned.{id(fn.node) if fn is not None else 'module'}", index)
 
 
 def _merge(a: Outcome, b: Outcome, normal: Optional[List[PathState]]) -> Outcome:

@@ -140,6 +140,17 @@ def _assignments(fn: Optional[Function], model: ModuleModel):
 
 
 def _classify_variable(name: str, fn: Optional[Function], model: ModuleModel, depth: int) -> str:
+    """Flow-insensitive (every assignment of ``name`` in the function counts), so the same for
+    every use: computed once per function, name and depth (a flat script assigns ``loss`` in each
+    of its loops; asking anew at each backward would be quadratic)."""
+    known = model.memo("losses.variables", dict)
+    key = (id(fn.node) if fn is not None else None, name, depth)
+    if key not in known:
+        known[key] = _classify_assigned(name, fn, model, depth)
+    return known[key]
+
+
+def _classify_assigned(name: str, fn: Optional[Function], model: ModuleModel, depth: int) -> str:
     augmented = fn.aug_assigns if fn is not None else model.module_aug_assigns
     for aug in augmented:
         if isinstance(aug.target, cst.Name) and aug.target.value == name and isinstance(

@@ -302,14 +302,24 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
 
 def _loops_binding(model: ModuleModel, fn: Optional[Function], name: str) -> Iterable[cst.For]:
     """The for-loops of ``fn`` (or of the module's own statements) whose target is ``name``."""
+    key = f"numerics.loops_binding.{id(fn.node) if fn is not None else 'module'}"
+    return model.memo(key, lambda: _loops_by_target(model, fn)).get(name, ())
+
+
+def _loops_by_target(model: ModuleModel, fn: Optional[Function]) -> Dict[str, List[cst.For]]:
+    """Target name -> the for-loops of ``fn`` (or of the module's statements) binding it: indexed
+    once, since every use of a loop variable asks."""
+    found: Dict[str, List[cst.For]] = {}
     stack: List[cst.CSTNode] = list(fn.body if fn is not None else model.module.body)
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        kind = type(node)  # exact types: see names.dotted
+        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
             continue
-        if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and node.target.value == name:
-            yield node
+        if kind is cst.For and type(node.target) is cst.Name:
+            found.setdefault(node.target.value, []).append(node)
         stack.extend(children(node))
+    return found
 
 
 def _called_module_output(model: ModuleModel, func: cst.BaseExpression, fn: Optional[Function], ops,
