@@ -56,3 +56,29 @@ def test_deeply_nested_loops_are_explored_once_per_distinct_input():
     notes = []
     results = analyze_results(_nested_loops(60), frozenset({"TL101"}), incomplete=notes)
     assert [r.rule for r in results] == ["TL101"] and notes == []
+
+
+def test_the_cli_reports_an_incomplete_file_in_every_format_and_keeps_the_exit_code(tmp_path, monkeypatch):
+    from cli_support import run, run_json, write
+    from jsonschema import validate
+    from test_cli import JSON_SCHEMA
+
+    monkeypatch.setattr(budget, "PATHS", 8)
+    monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(tmp_path / "cache"))
+    path = write(tmp_path, "train.py", _independent_ifs(20))
+    cold, data = run_json(str(path))
+    validate(data, JSON_SCHEMA)
+    assert cold.exit_code == 1 and len(data["incomplete"]) == 1
+    assert data["incomplete"][0]["path"].endswith("train.py")
+    warm, cached = run_json(str(path))  # the note is cached with the findings
+    assert cached == data
+    text = run(str(path))
+    assert "train.py: note: analysis incomplete: more than 8 distinct paths at line " in text.stderr
+    assert text.exit_code == 1
+
+
+def test_no_incomplete_key_when_nothing_was_left_out(tmp_path):
+    from cli_support import run_json, write
+
+    _, data = run_json("--no-cache", str(write(tmp_path, "train.py", _independent_ifs(3))))
+    assert "incomplete" not in data

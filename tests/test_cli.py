@@ -50,6 +50,17 @@ JSON_SCHEMA = {
                 "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
             },
         },
+        # Optional: parts of files the analysis budget left out (README, "Limits").
+        "incomplete": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["path", "message"],
+                "properties": {"path": {"type": "string"}, "message": {"type": "string", "minLength": 1}},
+            },
+        },
     },
 }
 

@@ -13,11 +13,11 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .catalog import SEVERITIES, load_catalog
-from .findings import FileError, Finding
+from .findings import FileError, FileNote, Finding
 
 FORMAT = 1
 DIRECTORY = ".trainlint_cache"
@@ -105,27 +105,31 @@ class Cache:
     def _path(self, digest: str) -> Path:
         return self.directory / digest[:2] / f"{digest}.json"
 
-    def get(self, digest: str, path: str) -> Optional[Tuple[List[Finding], List[FileError]]]:
+    def get(self, digest: str, path: str) -> Optional[Tuple[List[Finding], List[FileError], List[FileNote]]]:
         try:
             data = json.loads(_read_regular(self._path(digest)).decode("utf-8"))
             if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != __version__:
                 return None
             modules, stored, messages = data.get("modules", {}), data["findings"], data["errors"]
+            notes = data.get("incomplete", [])
             # Valid JSON of the wrong shape (another tool's, an edited or older entry) is a miss too.
             if not isinstance(modules, dict) or not all(type(v) is str for v in modules.values()):
                 return None
             if not isinstance(stored, list) or not isinstance(messages, list) or not all(type(m) is str for m in messages):
                 return None
+            if not isinstance(notes, list) or not all(type(n) is str for n in notes):
+                return None
             if any(_digest_of(Path(dep)) != expected for dep, expected in modules.items()):
                 return None  # a project module the result depends on has changed
             findings = [_finding(item, path) for item in stored]
             errors = [FileError(path, message) for message in messages]
-            return findings, errors
+            return findings, errors, [FileNote(path, note) for note in notes]
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             return None  # absent, corrupt or foreign: recompute
 
     def put(self, digest: str, findings: List[Finding], errors: List[FileError],
-            modules: Optional[Dict[Path, str]] = None, path: Optional[str] = None) -> None:
+            modules: Optional[Dict[Path, str]] = None, path: Optional[str] = None,
+            notes: Sequence[FileNote] = ()) -> None:
         """``modules``: the other project modules the analysis read, with their content digests.
         Findings in those modules keep their own path; the checked file's (``path``) is implied."""
         entry = {
@@ -134,6 +138,7 @@ class Cache:
             "findings": [{k: v for k, v in f.__dict__.items() if k != "path" or (path is not None and v != path)}
                          for f in findings],
             "errors": [e.message for e in errors],
+            "incomplete": [n.message for n in notes],
             "modules": {str(path): value for path, value in (modules or {}).items()},
         }
         target = self._path(digest)

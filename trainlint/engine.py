@@ -18,7 +18,7 @@ from .catalog import load_catalog, matches, may_fire
 from .config import Config, ignored_for
 from .files import SourceError, compiles, decode_source, discover, read_bytes
 from .pacing import paced_collection, start_worker, worker_analyzed
-from .findings import FileError, Finding
+from .findings import FileError, FileNote, Finding
 from .notebooks import load_notebook
 from .static import library
 from .static.project import Project, parsed_count, parsed_since  # no libcst: see analyze_results
@@ -70,6 +70,7 @@ class Report:
     findings: List[Finding] = field(default_factory=list)
     errors: List[FileError] = field(default_factory=list)
     files: int = 0  # files checked (including those with errors)
+    incomplete: List[FileNote] = field(default_factory=list)  # what budgets left out, per file
 
 
 def combine(reports: Iterable[Report]) -> Report:
@@ -79,8 +80,10 @@ def combine(reports: Iterable[Report]) -> Report:
         total.findings.extend(report.findings)
         total.errors.extend(report.errors)
         total.files += report.files
+        total.incomplete.extend(report.incomplete)
     total.findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.rule))
     total.errors.sort()
+    total.incomplete = sorted(set(total.incomplete))
     return total
 
 
@@ -102,22 +105,25 @@ def rules_for(path: Path, settings: Settings) -> FrozenSet[str]:
     return frozenset(r for r in settings.rules if not any(matches(catalog[r], s) for s in ignored))
 
 
-def check_source(text: str, path: str, settings: Settings, project: Optional[Project] = None) -> List[Finding]:
+def check_source(text: str, path: str, settings: Settings, project: Optional[Project] = None,
+                 incomplete: Optional[List[str]] = None) -> List[Finding]:
     """Findings for one module's source, with the rules in force for ``path`` (per-file-ignores).
     With a ``project``, calls into the other modules of the user's project are followed, and a
-    finding whose statement is in one of them is reported in that file."""
-    return _module_findings(text, path, rules_for(Path(path), settings), settings.config, project=project)
+    finding whose statement is in one of them is reported in that file. ``incomplete`` receives
+    what the analysis's budget left out."""
+    return _module_findings(text, path, rules_for(Path(path), settings), settings.config, project=project,
+                            incomplete=incomplete)
 
 
 def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config, position=None,
-                     project: Optional[Project] = None) -> List[Finding]:
+                     project: Optional[Project] = None, incomplete: Optional[List[str]] = None) -> List[Finding]:
     suppressions = parse_suppressions(text)
     if suppressions.skip_file:
         return []
     catalog = load_catalog()
     findings = []
     # With no rules left for the file, analyze still reports a syntax error: the file is not Python.
-    results = analyze_results(text, rules, position, project)
+    results = analyze_results(text, rules, position, project, incomplete)
     elsewhere: Dict[Path, Suppressions] = {}
     for result in results:
         line, column, end_line, end_column = result.span
@@ -145,7 +151,7 @@ def _suppressions_of(path: Path) -> Suppressions:
         return parse_suppressions("")
 
 
-def check_notebook(text: str, path: str, settings: Settings) -> List[Finding]:
+def check_notebook(text: str, path: str, settings: Settings, incomplete: Optional[List[str]] = None) -> List[Finding]:
     """A notebook's cells, joined; its own findings only (no project modules: a notebook's imports
     resolve against the kernel's working directory, which the file does not tell)."""
     notebook = load_notebook(text)
@@ -155,7 +161,8 @@ def check_notebook(text: str, path: str, settings: Settings) -> List[Finding]:
         return f"cell {cell}, line {cell_line}"
 
     findings = []
-    for f in _module_findings(notebook.source, path, rules_for(Path(path), settings), settings.config, position):
+    for f in _module_findings(notebook.source, path, rules_for(Path(path), settings), settings.config, position,
+                              incomplete=incomplete):
         cell, line = notebook.cell_position(f.line)
         end_cell, end_line = notebook.cell_position(f.end_line)
         end_column = f.end_column if end_cell == cell else f.column + 1
@@ -163,22 +170,28 @@ def check_notebook(text: str, path: str, settings: Settings) -> List[Finding]:
     return findings
 
 
+FileResult = Tuple[List[Finding], List[FileError], List[FileNote]]
+
+
 def _analyze(path: Path, shown: str, data: bytes, settings: Settings, project: Optional[Project] = None
-             ) -> Tuple[List[Finding], List[FileError]]:
+             ) -> FileResult:
+    left_out: List[str] = []
     try:
         text = decode_source(data)
         if path.suffix == ".ipynb":
-            return check_notebook(text, shown, settings), []
-        return check_source(text, shown, settings, project), []
+            findings = check_notebook(text, shown, settings, left_out)
+        else:
+            findings = check_source(text, shown, settings, project, left_out)
+        return findings, [], [FileNote(shown, note) for note in left_out]
     except _analysis_errors() as exc:
-        return [], [FileError(shown, str(exc))]
+        return [], [FileError(shown, str(exc))], []
     except RecursionError:
-        return [], [FileError(shown, "nesting too deep to analyze")]
+        return [], [FileError(shown, "nesting too deep to analyze")], []
     except MemoryError:
-        return [], [FileError(shown, "out of memory while analyzing")]
+        return [], [FileError(shown, "out of memory while analyzing")], []
 
 
-def check_file(path: Path, settings: Settings) -> Tuple[List[Finding], List[FileError]]:
+def check_file(path: Path, settings: Settings) -> FileResult:
     shown = display_path(path)
     try:
         data = read_bytes(path)
@@ -189,17 +202,17 @@ def check_file(path: Path, settings: Settings) -> Tuple[List[Finding], List[File
         if cached is not None:
             return cached
         project = Project(path)
-        findings, errors = _analyze(path, shown, data, settings, project)
+        findings, errors, notes = _analyze(path, shown, data, settings, project)
         if store:
-            store.put(digest, findings, errors, project.read, shown)
-        return findings, errors
+            store.put(digest, findings, errors, project.read, shown, notes)
+        return findings, errors, notes
     except SourceError as exc:
-        return [], [FileError(shown, str(exc))]
+        return [], [FileError(shown, str(exc))], []
     except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the run
-        return [], [FileError(shown, f"internal error: {type(exc).__name__}: {exc}")]
+        return [], [FileError(shown, f"internal error: {type(exc).__name__}: {exc}")], []
 
 
-def _check_file_star(args: Tuple[Path, Settings]) -> Tuple[List[Finding], List[FileError]]:
+def _check_file_star(args: Tuple[Path, Settings]) -> FileResult:
     result = check_file(*args)
     worker_analyzed(_size(args[0]))
     return result
@@ -223,20 +236,21 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
             results = list(pool.map(_check_file_star, [(p, settings) for p in files], chunksize=8))
     else:
         results = _check_in_reuse_order(files, settings)
-    for findings, file_errors in results:
+    for findings, file_errors, notes in results:
         report.findings.extend(findings)
         report.errors.extend(file_errors)
+        report.incomplete.extend(notes)
     # A statement of engine.py reached from train.py and from engine.py itself is one finding.
     report.findings = list(dict.fromkeys(report.findings))
     return combine([report])
 
 
-def _check_in_reuse_order(files: List[Path], settings: Settings) -> List[Tuple[List[Finding], List[FileError]]]:
+def _check_in_reuse_order(files: List[Path], settings: Settings) -> List[FileResult]:
     """Each file's result, in ``files``' order. A module parsed to follow a call from one checked
     file is checked right after it when it is among ``files``: its tree is still kept then, so it
     is parsed once for both (a whole package imports itself everywhere)."""
     pending = OrderedDict((path.resolve(), path) for path in files)
-    results: Dict[Path, Tuple[List[Finding], List[FileError]]] = {}
+    results: Dict[Path, FileResult] = {}
     with paced_collection() as pacer:
         while pending:
             resolved, path = pending.popitem(last=False)

@@ -49,3 +49,15 @@ class FileError:
 
     def to_json(self) -> Dict[str, Any]:
         return {"path": self.path, "message": self.message}
+
+
+@dataclass(frozen=True, order=True)
+class FileNote:
+    """A part of a file's analysis its work budget left out (trainlint/static/budget.py): the file
+    was checked, but a finding may be missing there. Not an error: the exit code is unchanged."""
+
+    path: str
+    message: str
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"path": self.path, "message": self.message}

@@ -25,4 +25,6 @@ def render(report: Report, color: bool = False) -> str:
         lines.append(f"::{_COMMAND[f.severity]} {where},title={title}::{_escape_data(f'[{f.name}] {f.message}')}")
     for e in report.errors:
         lines.append(f"::error file={_escape_property(e.path)},title=trainlint::{_escape_data(e.message)}")
+    for n in report.incomplete:
+        lines.append(f"::notice file={_escape_property(n.path)},title=trainlint: analysis incomplete::{_escape_data(n.message)}")
     return "\n".join(lines) + ("\n" if lines else "")

@@ -11,11 +11,14 @@ VERSION = 1
 
 
 def document(report: Report) -> dict:
-    return {
+    data = {
         "version": VERSION,
         "findings": [finding.to_json() for finding in report.findings],
         "errors": [error.to_json() for error in report.errors],
     }
+    if report.incomplete:  # optional: only when a budget left part of a file unexplored
+        data["incomplete"] = [note.to_json() for note in report.incomplete]
+    return data
 
 
 def render(report: Report, color: bool = False) -> str:

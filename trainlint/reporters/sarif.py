@@ -51,6 +51,10 @@ def document(report: Report) -> dict:
     notifications = [
         {"level": "error", "message": {"text": e.message}, "locations": [{"physicalLocation": {"artifactLocation": {"uri": e.path}}}]}
         for e in report.errors
+    ] + [
+        {"level": "warning", "message": {"text": f"analysis incomplete: {n.message}"},
+         "locations": [{"physicalLocation": {"artifactLocation": {"uri": n.path}}}]}
+        for n in report.incomplete
     ]
     return {
         "$schema": SCHEMA,

@@ -30,7 +30,9 @@ def render(report: Report, color: bool = False) -> str:
 
 
 def render_errors(report: Report) -> str:
-    return "".join(f"{e.path}: error: {e.message}\n" for e in report.errors)
+    """Files that could not be analyzed, then parts of files the analysis had to leave out."""
+    return "".join(f"{e.path}: error: {e.message}\n" for e in report.errors) + "".join(
+        f"{n.path}: note: analysis incomplete: {n.message}\n" for n in report.incomplete)
 
 
 def summary(report: Report) -> str:
