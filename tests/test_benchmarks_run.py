@@ -27,3 +27,15 @@ def test_project_speed_benchmark_prints_its_figures():
     assert run.returncode == 0, run.stderr
     for row in ("6 modules, each calling into 2 others", "project ", "single files", "project / single per file"):
         assert row in run.stdout
+
+
+def test_scaling_benchmark_prints_its_table():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "scaling.py"), "--quick", "--timeout", "120"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "cpu s" in run.stdout and "exponent" in run.stdout
+    for shape in ("ifs-clip", "ifs-zero-grad", "nesting", "helpers", "big-file", "elifs"):
+        assert f"\n{shape} " in run.stdout
+    assert "TIMEOUT" not in run.stdout and "CRASHED" not in run.stdout
