@@ -33,3 +33,14 @@ def test_an_elif_chain_longer_than_the_recursion_limit_is_analyzed(tmp_path):
     compile(source, "train.py", "exec")
     _, data = run_json("--no-cache", str(write(tmp_path, "train.py", source)))
     assert data["errors"] == [] and [(f["rule"], f["line"]) for f in data["findings"]] == [("TL101", 3006)]
+
+
+def test_syntax_warnings_of_the_checked_code_are_not_printed(tmp_path):
+    # ``0x1for`` (and, from Python 3.12, "\\d") compile with a SyntaxWarning: the user's, not ours.
+    # A subprocess: pytest would capture the warning itself.
+    import subprocess
+    import sys
+
+    path = write(tmp_path, "train.py", "x = [0x1for y in range(3)]\nimport torch\nloss = torch.ones(1)\nloss.backward()\n")
+    done = subprocess.run([sys.executable, "-m", "trainlint", "--no-cache", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0 and "SyntaxWarning" not in done.stderr

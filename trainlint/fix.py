@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
@@ -85,7 +86,9 @@ class Tree:
         outside a loop, a return outside a function, ...)."""
         self.module = ast.parse(text)
         if compiled:
-            compile(self.module, "<fix>", "exec", dont_inherit=True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarnings of the user's code are not ours to print
+                compile(self.module, "<fix>", "exec", dont_inherit=True)
         self.parents: Dict[int, Tuple[ast.AST, str, list]] = {}  # id(stmt) -> (owner, field, body)
         self.up: Dict[int, ast.AST] = {}  # id(node) -> the node it is in
         self.by_line: Dict[int, List[ast.stmt]] = {}

@@ -5,6 +5,7 @@ import ast
 import re
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple, TypeVar
@@ -57,7 +58,7 @@ def parse(source: str) -> cst.Module:
     hang on pathologically nested input that CPython rejects at once, and CPython's messages are
     the ones users know. A file only libcst accepts (newer grammar than this interpreter) is fine."""
     try:
-        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        _compile_quietly(source)
         cpython_error = None
     except (RecursionError, MemoryError):
         raise AnalysisError("nesting too deep to analyze") from None
@@ -81,11 +82,19 @@ def parse(source: str) -> cst.Module:
         raise AnalysisError("nesting too deep to analyze") from None
 
 
+def _compile_quietly(source: str) -> None:
+    """CPython's parse of ``source`` as a syntax check; its SyntaxWarnings (an invalid escape in
+    a string) are not trainlint's to print."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+
+
 def check_syntax(source: str) -> None:
     """Files the pre-filter skips still get their syntax errors reported, at CPython's parse cost
     (several times cheaper than libcst's); libcst confirms before anything is reported."""
     try:
-        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        _compile_quietly(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         parse(source)
 

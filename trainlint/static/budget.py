@@ -3,15 +3,18 @@
 Limits, per checked file (README, "Limits"):
 
 - ``PATHS``: distinct path states kept at one program point. Paths are merged when their states
-  are equal; beyond this many, the rest are not followed, and a finding only they would show is
-  missed.
+  are equal; beyond this many, paths that differ only in the branch conditions they assumed are
+  merged into one that assumes what they share (no rule state is lost, some branch correlation
+  is); if that is still too many, the rest are not followed, and a finding only they would show
+  is missed.
 - ``LOOP_ROUNDS``: passes over a loop's body to reach the states it settles in; a loop still
   producing new states after that many is left with what it reached.
 - ``SECONDS``: wall time of path exploration; past it, the exploration stops where it is and the
   findings that need every path (the "must" ones) are dropped, the others kept (each has its
   witness path).
-- Calls are followed ``MAX_CALL_DEPTH`` deep (flow.py); a deeper or recursive call is an unknown
-  call, which the rules abstain on: that is the analysis being explicit, not incomplete.
+- ``CALL_DEPTH``: nested calls followed; a deeper or recursive call is an unknown call, which the
+  rules abstain on. A recursive call is the analysis being explicit; a chain of helpers deeper
+  than this is noted, since a finding across it is missed.
 
 Whatever was left out is reported with the file (text output: a note; JSON: ``incomplete``),
 never silently.
@@ -25,6 +28,7 @@ import libcst as cst
 
 PATHS = 192
 LOOP_ROUNDS = 12
+CALL_DEPTH = 4  # nested calls followed (flow.py's MAX_CALL_DEPTH)
 SECONDS = 20.0
 
 T = TypeVar("T")
@@ -43,12 +47,24 @@ class Budget:
         self.left_out: Dict[str, Optional[cst.CSTNode]] = {}
 
     def paths(self, states: Iterable[T]) -> List[T]:
-        """The distinct states, at most ``PATHS`` of them."""
+        """The distinct states, at most ``PATHS`` of them: past that, paths that differ only in
+        the conditions they assumed are merged (``widen``); only if that is not enough are the
+        rest dropped."""
         unique = list(dict.fromkeys(states))
+        if len(unique) > PATHS:
+            unique = self.widen(unique)
+            self._note("merged")
         if len(unique) > PATHS:
             self._note("paths")
             del unique[PATHS:]
         return unique
+
+    @staticmethod
+    def widen(states: List[T]) -> List[T]:  # the interpreter sets how its states merge
+        return states
+
+    def calls_too_deep(self) -> None:
+        self._note("calls")
 
     def loop_unsettled(self, loop: cst.CSTNode) -> None:
         self.left_out.setdefault("loop", loop)
@@ -68,11 +84,14 @@ class Budget:
         for reason, node in self.left_out.items():
             line = line_of(node) if node is not None else None
             where = f" at {line}" if line is not None else ""
-            found.append(_TEXTS[reason].format(where=where, paths=PATHS, rounds=LOOP_ROUNDS, seconds=self.seconds))
+            found.append(_TEXTS[reason].format(where=where, paths=PATHS, rounds=LOOP_ROUNDS, seconds=self.seconds,
+                                               depth=CALL_DEPTH))
         return found
 
 
 _TEXTS = {
+    "merged": "more than {paths} distinct paths{where}: paths differing only in the branch conditions they assumed were merged",
+    "calls": "a chain of calls deeper than {depth}{where} was not followed: findings across it are missed",
     "paths": "more than {paths} distinct paths{where}: the others were not followed, and findings only they show are missed",
     "loop": "the loop{where} had not settled after {rounds} passes: later passes were not followed",
     "time": "path exploration stopped after {seconds:g} s{where}: code after it was not explored, and findings that need every path were dropped",

@@ -28,12 +28,12 @@ from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from .calls import literal_bool
 from .names import dotted, selectors
-from .budget import LOOP_ROUNDS, Budget
+from .budget import CALL_DEPTH, LOOP_ROUNDS, Budget
 from .project import Project
 from .sites import SiteIndex
 from .walk import children, walk
 
-MAX_CALL_DEPTH = 4
+MAX_CALL_DEPTH = CALL_DEPTH
 _BOUNDARY_NAME = re.compile(r"accum|sync_gradients|gradient_accumulation", re.IGNORECASE)
 
 
@@ -132,6 +132,7 @@ class Interpreter:
         self._stack: List[Function] = root._stack if root else []
         self._memo: Dict[tuple, List[PathState]] = root._memo if root else {}
         self.budget: Budget = root.budget if root else budget or Budget()
+        self.budget.widen = _widen
         self._loop_memo: Dict[tuple, Outcome] = {}  # see _loop
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
@@ -1010,6 +1011,8 @@ class Interpreter:
             # no event: its text mentioned training, its code does nothing to these objects.
             return states
         if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
+            if callee not in self._stack:
+                self.budget.calls_too_deep()  # a chain of helpers longer than the depth followed
             return self._feed(states, self.extractor.unknown(call))  # not followed: it may do anything
         self.reached.add(id(callee.node))
         call = self._arguments(call, frame)
@@ -1118,6 +1121,18 @@ def _range_bound(loop: cst.For) -> Optional[Tuple[str, str]]:
 
 def _strip(states: List[PathState], boundaries: FrozenSet[int]) -> List[PathState]:
     return [replace(s, unfired=s.unfired - boundaries) if s.unfired & boundaries else s for s in states]
+
+
+def _widen(states: List[PathState]) -> List[PathState]:
+    """Paths that differ only in the branch conditions they assumed, as one path assuming what
+    they all assumed: every path's rule states are kept (no finding is lost), at the price of
+    forgetting which branches went together."""
+    merged: Dict[tuple, PathState] = {}
+    for state in states:
+        key = (state.checks, state.unfired, state.last_pass)
+        known = merged.get(key)
+        merged[key] = state if known is None else replace(known, assume=known.assume & state.assume)
+    return list(merged.values())
 
 
 def _names_assigned(model: ModuleModel, fn: Optional[Function]) -> Dict[str, List[cst.BaseExpression]]:
