@@ -247,19 +247,28 @@ def check_paths(paths: Iterable[str], settings: Settings) -> Report:
 
 def _check_in_reuse_order(files: List[Path], settings: Settings) -> List[FileResult]:
     """Each file's result, in ``files``' order. A module parsed to follow a call from one checked
-    file is checked right after it when it is among ``files``: its tree is still kept then, so it
-    is parsed once for both (a whole package imports itself everywhere)."""
+    file is checked soon after it when it is among ``files``: its tree is still kept then, so it
+    is parsed once for both (a whole package imports itself everywhere). Soon means in the order
+    they were parsed, before the modules those checks follow in turn: depth first, a ring of
+    modules importing their neighbours would be walked round and every tree evicted before its
+    turn."""
     pending = OrderedDict((path.resolve(), path) for path in files)
+    soon: "OrderedDict[Path, None]" = OrderedDict()  # parsed to be followed, still to be checked
     results: Dict[Path, FileResult] = {}
     with paced_collection() as pacer:
         while pending:
-            resolved, path = pending.popitem(last=False)
+            resolved = next((p for p in soon if p in pending), None)
+            if resolved is not None:
+                path = pending.pop(resolved)
+            else:
+                resolved, path = pending.popitem(last=False)
+            soon.pop(resolved, None)
             mark = parsed_count()
             results[resolved] = check_file(path, settings)
             pacer.analyzed(_size(path))
-            for followed in reversed(parsed_since(mark)):
+            for followed in parsed_since(mark):
                 if followed in pending:
-                    pending.move_to_end(followed, last=False)
+                    soon.setdefault(followed)
     return [results[path.resolve()] for path in files]
 
 
