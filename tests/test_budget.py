@@ -84,20 +84,6 @@ def test_no_incomplete_key_when_nothing_was_left_out(tmp_path):
     assert "incomplete" not in data
 
 
-def test_paths_differing_only_in_assumed_conditions_are_merged_before_any_is_dropped(monkeypatch):
-    # Each flag is remembered (tested again would take the same branch): 2^N assumption sets,
-    # but only N + 1 states of the rules. Merging keeps every scheduler finding.
-    lines = ["import torch", "", "def train(model, loader, optimizer, scheduler, cfg):", "    for x, y in loader:",
-             "        model(x).mean().backward()"]
-    for i in range(12):
-        lines += [f"        if cfg.flag_{i}:", "            scheduler.step()"]
-    lines += ["        optimizer.step()", "        optimizer.zero_grad()"]
-    notes = []
-    results = analyze_results("\n".join(lines) + "\n", frozenset({"TL102"}), incomplete=notes)
-    assert len(results) == 12
-    assert notes and all("were merged" in note for note in notes)
-
-
 def test_a_helper_chain_deeper_than_the_calls_followed_is_noted():
     lines = ["import torch", "", "def step_0(model, optimizer):", "    optimizer.step()",
              "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"]

@@ -132,7 +132,6 @@ class Interpreter:
         self._stack: List[Function] = root._stack if root else []
         self._memo: Dict[tuple, List[PathState]] = root._memo if root else {}
         self.budget: Budget = root.budget if root else budget or Budget()
-        self.budget.widen = _widen
         self._loop_memo: Dict[tuple, Outcome] = {}  # see _loop
         self._loop_names: Dict[int, FrozenSet[str]] = {}
         self._cond_names: Dict[str, FrozenSet[str]] = {}
@@ -1121,18 +1120,6 @@ def _range_bound(loop: cst.For) -> Optional[Tuple[str, str]]:
 
 def _strip(states: List[PathState], boundaries: FrozenSet[int]) -> List[PathState]:
     return [replace(s, unfired=s.unfired - boundaries) if s.unfired & boundaries else s for s in states]
-
-
-def _widen(states: List[PathState]) -> List[PathState]:
-    """Paths that differ only in the branch conditions they assumed, as one path assuming what
-    they all assumed: every path's rule states are kept (no finding is lost), at the price of
-    forgetting which branches went together."""
-    merged: Dict[tuple, PathState] = {}
-    for state in states:
-        key = (state.checks, state.unfired, state.last_pass)
-        known = merged.get(key)
-        merged[key] = state if known is None else replace(known, assume=known.assume & state.assume)
-    return list(merged.values())
 
 
 def _names_assigned(model: ModuleModel, fn: Optional[Function]) -> Dict[str, List[cst.BaseExpression]]:
