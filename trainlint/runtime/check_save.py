@@ -11,8 +11,9 @@ rebuilds its position from the epoch the run resumes at, as the static rule read
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
+from ..checker.checkpoints import not_resumable_message
 from ..optimizers import OPTIMIZER_STATE
 from .sites import Site, user_site
 
@@ -146,21 +147,3 @@ def resume_offset(scheduler: Any) -> Any:
             if _RESUME_TOKENS & set(name.lower().split("_")) or _FIRST.search(name):
                 return name
     return None
-
-
-def not_resumable_message(label: str, optimizer_state: List[str], schedule_lost: bool, schedule_restored: Any) -> str:
-    """TL901's message, worded as the static rule words it (static/patterns/loops.py): what a
-    resumed run restarts, the consequence of each, and what to save beside the weights."""
-    missing = " and ".join((["optimizer"] if optimizer_state else []) + (["scheduler"] if schedule_lost else []))
-    lost = " and ".join(optimizer_state + (["the learning-rate schedule's position"] if schedule_lost else []))
-    effects = (["a loss spike where the optimizer's state restarts"] if optimizer_state else []) + (
-        ["the learning rate back at its schedule's start"] if schedule_lost else [])
-    save = " and ".join((["optimizer.state_dict()"] if optimizer_state else []) + (
-        ["scheduler.state_dict()"] if schedule_lost else []))
-    kept = f" (the schedule's position comes back: {schedule_restored})" if schedule_restored else ""
-    return (
-        f"{label} checkpoints the model weights inside the training loop but not the {missing} "
-        f"state: resuming from it restarts {lost} from scratch{kept}, so the resumed run is not the "
-        f"one that was saved ({', and '.join(effects)}); also save {save} (and the GradScaler's "
-        f"state and the step, if any), and load them when resuming."
-    )

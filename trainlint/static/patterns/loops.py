@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..module import Function, block
 from ..names import dotted
+from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
 from ..calls import arg, kwarg, literal_bool, literal_number
 from ..roles import LOADER, OPTIMIZER, SCHEDULER, classify_constructor
@@ -345,25 +346,6 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
             None if lost or restored is None else
             f"{ctx.label(restored[0])} ({line_of(restored[0])}) {restored[1]}",
         ))
-
-
-def not_resumable_message(label: str, optimizer_state: List[str], schedule_lost: bool,
-                          schedule_restored: Optional[str]) -> str:
-    """TL901's message, worded as the guard words it (trainlint/runtime/check_save.py): what a
-    resumed run restarts, the consequence of each, and what to save beside the weights."""
-    missing = " and ".join((["optimizer"] if optimizer_state else []) + (["scheduler"] if schedule_lost else []))
-    lost = " and ".join(optimizer_state + (["the learning-rate schedule's position"] if schedule_lost else []))
-    effects = (["a loss spike where the optimizer's state restarts"] if optimizer_state else []) + (
-        ["the learning rate back at its schedule's start"] if schedule_lost else [])
-    save = " and ".join((["optimizer.state_dict()"] if optimizer_state else []) + (
-        ["scheduler.state_dict()"] if schedule_lost else []))
-    kept = f" (the schedule's position comes back: {schedule_restored})" if schedule_restored else ""
-    return (
-        f"{label} checkpoints the model weights inside the training loop but not the {missing} "
-        f"state: resuming from it restarts {lost} from scratch{kept}, so the resumed run is not the "
-        f"one that was saved ({', and '.join(effects)}); also save {save} (and the GradScaler's "
-        f"state and the step, if any), and load them when resuming."
-    )
 
 
 def _built_at(line_of, calls) -> str:
