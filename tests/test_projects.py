@@ -105,3 +105,26 @@ def test_a_cached_result_is_not_reused_once_the_module_that_built_its_loaders_ch
     assert unshuffled != text
     splits.write_text(unshuffled, encoding="utf-8")
     assert _actual(project, [main], cache=True) == set()
+
+
+def test_the_project_gate_reads_calls_of_imported_names_aliases_modules_and_star_imports(tmp_path):
+    from trainlint.static.project import Project
+
+    (tmp_path / "engine.py").write_text(
+        "def train_one_epoch(model, loader, optimizer):\n    for x in loader:\n"
+        "        model(x).mean().backward()\n        optimizer.step()\n\n\ndef describe(model):\n    return str(model)\n",
+        encoding="utf-8")
+    script = tmp_path / "main.py"
+    project = Project(script)
+    trains = {
+        "from engine import train_one_epoch\ntrain_one_epoch(m, l, o)\n": True,
+        "from engine import train_one_epoch as fit\nfit(m, l, o)\n": True,
+        "import engine\nengine.train_one_epoch(m, l, o)\n": True,
+        "import engine as e\ne.describe(m)\n": False,  # only a function that cannot train is called
+        "from engine import describe\ndescribe(m)\n": False,
+        "from engine import train_one_epoch\n": False,  # imported, never called
+        "from engine import *\n": True,  # any of its names may be called
+    }
+    for source, expected in trains.items():
+        script.write_text(source, encoding="utf-8")
+        assert project.imports_training_text(source) is expected, source

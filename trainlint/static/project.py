@@ -241,6 +241,10 @@ class Project:
                     return True
                 continue
             path = self._find(module, None)
+            if names.strip() == "*":  # ``from engine import *``: any of its names may be called
+                if path is not None and _has_event_text(path):
+                    return True
+                continue
             for match in imported:
                 if match is None:
                     continue
@@ -327,7 +331,7 @@ def _builds_sampler(path: Path, stamp: Tuple[int, int]) -> bool:
 # How many re-exports (``from .module import X`` in a package's __init__) a class is followed through.
 _REEXPORT_HOPS = 3
 _IMPORT_LINE = re.compile(
-    r"^[ \t]*(?:from[ \t]+(?P<module>\.*[\w.]*)[ \t]+import[ \t]+(?:\((?P<names>[^)]*)\)|(?P<inline>[\w, \t]*))"
+    r"^[ \t]*(?:from[ \t]+(?P<module>\.*[\w.]*)[ \t]+import[ \t]+(?:\((?P<names>[^)]*)\)|(?P<inline>[\w, \t*]*))"
     r"|import[ \t]+(?P<plain>[\w.]+)(?:[ \t]+as[ \t]+(?P<alias>\w+))?)",
     re.MULTILINE,
 )
