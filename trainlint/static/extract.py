@@ -468,7 +468,7 @@ class Extractor:
         fn = self.model.functions.get(name)
         if fn is None and self.project is not None and "." not in name:
             fn = self.project.function(self.model, name)
-        index = fn.owner.memo(f"handed_back.{fn.name}", lambda: _returned_parameter(fn)) if fn is not None and fn.owner else None
+        index = fn.owner.memo(f"handed_back.{id(fn.node)}", lambda: _returned_parameter(fn)) if fn is not None and fn.owner else None
         if index is None:
             return None
         positional = [a.value for a in call.args if a.keyword is None and not a.star]

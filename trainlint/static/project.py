@@ -148,16 +148,11 @@ class Project:
         return found
 
     def _function(self, model: ModuleModel, name: str) -> Optional[Function]:
-        qualified = model.imports.names.get(name.split(".", 1)[0])
-        if qualified is None or qualified.split(".", 1)[0] in _NEVER_PROJECT:
+        imported = _imported(model, name)
+        if imported is None:
             return None
-        rest = name.split(".", 1)[1] if "." in name else ""
-        full = f"{qualified}.{rest}" if rest else qualified
-        module_name, _, function_name = full.rpartition(".")
-        if not module_name:
-            return None
-        other = self.module(module_name, model)
-        return other.functions.get(function_name) if other is not None else None
+        other = self.module(imported[0], model)
+        return other.functions.get(imported[1]) if other is not None else None
 
     def may_train(self, model: ModuleModel, name: str) -> bool:
         """Could the project function ``name`` refers to produce a training event? Answered from
@@ -184,11 +179,8 @@ class Project:
             return False
 
     def _path_of(self, model: ModuleModel, name: str) -> Optional[Path]:
-        qualified = model.imports.names.get(name.split(".", 1)[0])
-        if qualified is None or qualified.split(".", 1)[0] in _NEVER_PROJECT:
-            return None
-        full = qualified + ("." + name.split(".", 1)[1] if "." in name else "")
-        return self._find(full.rpartition(".")[0], model)
+        imported = _imported(model, name)
+        return self._find(imported[0], model) if imported is not None else None
 
     def method(self, model: ModuleModel, class_name: str, method: str) -> Optional[Function]:
         """A method of a class that ``model`` imports from the project (``from model import GPT``)."""
@@ -285,6 +277,17 @@ class Project:
         return found if found != self.path else None
 
 
+def _imported(model: ModuleModel, name: str) -> Optional[Tuple[str, str]]:
+    """(module, function) that ``name`` (``train_one_epoch``, ``misc.helper``) refers to through
+    ``model``'s imports, unless it is nobody's project (torch, numpy, ...)."""
+    first, _, rest = name.partition(".")
+    qualified = model.imports.names.get(first)
+    if qualified is None or qualified.split(".", 1)[0] in _NEVER_PROJECT:
+        return None
+    module_name, _, function_name = (f"{qualified}.{rest}" if rest else qualified).rpartition(".")
+    return (module_name, function_name) if module_name else None
+
+
 def data_builder(model: ModuleModel, name: str) -> Optional[Function]:
     """The project function ``name`` refers to in ``model``, when the text of its module builds a
     ``DistributedSampler`` (other modules are not parsed for this). One hop: the builder's own
@@ -295,7 +298,8 @@ def data_builder(model: ModuleModel, name: str) -> Optional[Function]:
     project = _PROJECTS.get(directory)
     if project is None:
         project = _PROJECTS[directory] = Project(model.path)
-    path = project._path_of(model, name)
+    imported = _imported(model, name)
+    path = project._find(imported[0], model) if imported is not None else None
     stamp = _stamp(path) if path is not None and path != model.path else None
     if stamp is None or not _builds_sampler(path, stamp):
         return None
@@ -304,9 +308,7 @@ def data_builder(model: ModuleModel, name: str) -> Optional[Function]:
         other = _load(path)
     finally:
         _ADOPTING.pop()
-    first, _, rest = name.partition(".")
-    full = model.imports.names[first] + ("." + rest if rest else "")
-    builder = other.functions.get(full.rpartition(".")[2]) if other is not None else None
+    builder = other.functions.get(imported[1]) if other is not None else None
     if builder is not None:
         model.data_sources.append((other, stamp))
     return builder

@@ -578,13 +578,16 @@ def _triangle_call(expr: cst.BaseExpression, name: str) -> Optional[cst.Call]:
     return None
 
 
+def _diagonal(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The ``diagonal`` argument of ``torch.triu(x, d)`` / ``x.triu(d)`` (None when left out)."""
+    method = isinstance(call.func, cst.Attribute) and not (dotted(call.func.value) or "").startswith("torch")
+    return arg(call, 0 if method else 1, "diagonal")
+
+
 def _upper_triangle(expr: cst.BaseExpression) -> bool:
     """``torch.triu(x, diagonal=1)`` / ``x.triu(1)``: strictly above the diagonal."""
     call = _triangle_call(expr, "triu")
-    if call is None:
-        return False
-    method = isinstance(call.func, cst.Attribute) and not (dotted(call.func.value) or "").startswith("torch")
-    diagonal = arg(call, 0 if method else 1, "diagonal")
+    diagonal = _diagonal(call) if call is not None else None
     return diagonal is not None and literal_number(diagonal) is not None and literal_number(diagonal) >= 1
 
 
@@ -593,8 +596,7 @@ def _lower_triangle(expr: cst.BaseExpression) -> bool:
     call = _triangle_call(expr, "tril")
     if call is None:
         return False
-    method = isinstance(call.func, cst.Attribute) and not (dotted(call.func.value) or "").startswith("torch")
-    diagonal = arg(call, 0 if method else 1, "diagonal")
+    diagonal = _diagonal(call)
     return diagonal is None or (literal_number(diagonal) is not None and literal_number(diagonal) >= 0)
 
 
