@@ -22,6 +22,7 @@ from .flow import Interpreter, Witness
 from .budget import Budget, OutOfTime
 from .module import ModuleModel
 from .patterns import Context, Match, registry
+from .positions import Positions
 from .project import Project, parsed_before, remember_checked
 from .sites import SiteIndex
 
@@ -211,14 +212,14 @@ DEEP_STACK_BYTES = 512 * 1024 * 1024  # virtual: only the pages a deep walk touc
 DEEP_RECURSION_LIMIT = 200_000
 
 
-def _positions(module: cst.Module):
-    """libcst's positions of every node (a full pass over the tree: only for files with findings).
-    Its position metadata recurses through nested statements: a deep tree gets a deep stack."""
-    from libcst.metadata import MetadataWrapper, PositionProvider  # imported only when needed
+def _positions(model: ModuleModel) -> Positions:
+    """Positions of the module's nodes, rendered per top-level statement on first use (only
+    files with findings ask). libcst's rendering recurses through nested statements: a deep tree
+    gets a deep stack."""
+    return Positions(model, _with_deep_stack_if_needed)
 
-    def resolve():
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
+def _with_deep_stack_if_needed(resolve: Callable[[], T]) -> T:
     try:
         return resolve()
     except Exception as exc:  # noqa: BLE001 - libcst turns a RecursionError into other errors
@@ -281,21 +282,20 @@ def _analyze_results(
     except RecursionError:
         raise _TooDeep("nesting too deep to analyze") from None
     if budget.left_out and incomplete is not None:
-        incomplete.extend(_left_out(budget, module, position))
+        incomplete.extend(_left_out(budget, model, position))
     if not violations and not matches:
         return []
     events = [ev for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
     called = {id(fn): fn for w in witnesses.values() for fn in w.calls}.values()
     nodes = [ev.site for ev in events if ev.origin is None] + [m.node for m in matches]
     nodes += [fn.node for fn in called if fn.owner in (None, model)]
-    # Positions cost a full pass over the tree: computed once, and only for files with findings.
-    positions = _positions(module)
+    positions = _positions(model)
     spans = _spans(positions, nodes)
     origins: Dict[int, ModuleModel] = {}
     others = {id(ev.origin): ev.origin for ev in events if ev.origin is not None}
     others.update((id(fn.owner), fn.owner) for fn in called if fn.owner not in (None, model))
     for other in others.values():
-        other_positions = _positions(other.module)
+        other_positions = _positions(other)
         other_spans = _spans(other_positions, [ev.site for ev in events if ev.origin is other]
                              + [fn.node for fn in called if fn.owner is other])
         spans.update(other_spans)
@@ -347,8 +347,8 @@ def _analyze_results(
     return results
 
 
-def _left_out(budget: Budget, module: cst.Module, position: Callable[[int], str]) -> List[str]:
-    positions = _positions(module)
+def _left_out(budget: Budget, model: ModuleModel, position: Callable[[int], str]) -> List[str]:
+    positions = _positions(model)
 
     def line_of(node: cst.CSTNode) -> Optional[str]:
         # a statement of another module (a followed call) has no position in this one

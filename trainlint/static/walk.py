@@ -4,7 +4,7 @@ can hold nodes (and skipping whitespace/token fields) is an order of magnitude c
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Sequence, Tuple, Type
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 
@@ -78,9 +78,14 @@ class Preorder:
             stack.append((node, at))
             stack.extend((child, -1) for child in reversed(children(node)))
 
+    def index(self, node: cst.CSTNode) -> Optional[int]:
+        """Where ``node`` is in ``nodes``; None for a node of another tree."""
+        at = self._start.get(id(node))
+        return at if at is not None and self.nodes[at] is node else None
+
     def subtree(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
         """``node`` and its descendants in pre-order (a node of another tree is walked)."""
-        at = self._start.get(id(node))
-        if at is None or self.nodes[at] is not node:
+        at = self.index(node)
+        if at is None:
             return list(walk(node))
         return self.nodes[at:self.ends[at]]

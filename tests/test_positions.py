@@ -1,0 +1,73 @@
+"""Positions rendered per top-level statement (static/positions.py) are libcst's own positions.
+
+Every node of every fixture, and of sources whose statements CPython and libcst split differently
+(``a; b``, decorators over several lines, a byte-order mark, CRLF, continuation lines), must get
+exactly the range libcst's whole-module position metadata gives it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from trainlint.static.analyzer import parse
+from trainlint.static.module import ModuleModel
+from trainlint.static.positions import Positions
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = sorted((ROOT / "fixtures").rglob("*.py"))
+
+TRICKY = {
+    "statements sharing a line": "import torch; import os\nx = 1; y = 2\n",
+    "decorators over several lines": "@dec\n@dec2(\n    x,\n)\ndef f():\n    pass\n\n\n@cls_dec\nclass A(\n    B,\n):\n    x = 1\n",
+    "leading comments and docstring": "# one\n\n# two\n'''doc'''\nimport os\n",
+    "comments after a block": "if x:\n    pass\nelif y:\n    pass\n    # indented trailing\n# outdented trailing\n\n\nz = 1  # c\n",
+    "async and continuation lines": "async def f():\n    async for x in y:\n        await z\nx = 1 \\\n    + 2\n",
+    "multi-line expressions": "x = (\n    1,\n    2)\ny = [i for i in\n     range(3)]\n",
+    "crlf newlines": "import torch\r\ndef f(a):\r\n    return a\r\n",
+    "byte-order mark": "\ufeffimport os\nx = 1\n",
+    "match statement": "match x:\n    case 1:\n        pass\n    case _:\n        y = 2\n",
+    "empty module": "",
+    "only comments": "# nothing here\n",
+}
+
+
+def _same_as_libcst(source: str) -> None:
+    module = parse(source)
+    model = ModuleModel(module, source)
+    whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    lazy = Positions(model, lambda resolve: resolve())
+    for node in model.preorder.nodes:
+        if node is module:
+            continue  # the module itself is never a finding's statement
+        assert node in lazy, type(node).__name__
+        assert lazy[node] == whole[node], (type(node).__name__, lazy[node], whole[node])
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_fixture_positions_match_libcst(path: Path) -> None:
+    _same_as_libcst(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_tricky_positions_match_libcst(name: str) -> None:
+    _same_as_libcst(TRICKY[name])
+
+
+def test_a_node_of_another_tree_has_no_position() -> None:
+    source = "x = 1\n"
+    other = parse("y = 2\n")
+    positions = Positions(ModuleModel(parse(source), source), lambda resolve: resolve())
+    assert other.body[0] not in positions
+    with pytest.raises(KeyError):
+        positions[other.body[0]]
+
+
+def test_only_the_statements_asked_about_are_rendered() -> None:
+    source = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(50))
+    module = parse(source)
+    positions = Positions(ModuleModel(module, source), lambda resolve: resolve())
+    target = module.body[37].body.body[0]
+    assert positions[target].start.line == 37 * 4 + 2
+    assert positions._rendered.keys() == {37}
