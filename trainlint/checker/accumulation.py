@@ -1,16 +1,16 @@
 """Gradient accumulation (TL201)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from ..events import FAMILY_GRADS, LOSS_MEAN, Event, EventKind
 from .base import Invariant, LineOf, Violation, where
 
 
 # --------------------------------------------------------------------------- TL201
-@dataclass(frozen=True)
-class _AccumState:
+class _AccumState(NamedTuple):
+    """TL201's slice of a path: the backward passes of the current accumulation window."""
+
     backwards: Tuple[Event, ...] = ()  # backward passes since the last zero_grad/step (at most 2)
     # A zero_grad inside an accumulation window (TL104's finding) that these backwards outlived:
     # the window still counts, but only for a step known to be an accumulation boundary.
@@ -38,7 +38,7 @@ class AccumulationScaling(Invariant):
             # A zero_grad the code does not mean to end the window with (not at the boundary): the
             # step gated on ``(i + 1) % k`` still says k micro-batches are meant to be accumulated,
             # and moving this zero_grad (TL104's fix) leaves the loss undivided.
-            return replace(state, wiped_by=state.wiped_by or ev), []
+            return state._replace(wiped_by=state.wiped_by or ev), []
         if ev.kind is EventKind.ZERO_GRAD or (ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
             # An unknown call (or ``p.grad /= k``) may have normalised the accumulated gradients.
             return _AccumState(), []
@@ -75,8 +75,9 @@ class AccumulationScaling(Invariant):
 
 
 # --------------------------------------------------------------------------- TL203
-@dataclass(frozen=True)
-class _SyncState:
+class _SyncState(NamedTuple):
+    """TL203's slice of a path: sync switches and the backward passes since the last step."""
+
     no_sync: int = 0  # depth of no_sync()-like contexts
     managed: bool = False  # the code sets require_backward_grad_sync itself
     forward_synced: Optional[bool] = None  # did the latest wrapped forward decide to all-reduce?
@@ -99,25 +100,25 @@ class AccumulationSync(Invariant):
     def feed(self, state: _SyncState, ev: Event):
         kind = ev.kind
         if kind is EventKind.NO_SYNC_ENTER:
-            return replace(state, no_sync=min(state.no_sync + 1, 3)), []
+            return state._replace(no_sync=min(state.no_sync + 1, 3)), []
         if kind is EventKind.NO_SYNC_EXIT:
-            return replace(state, no_sync=max(state.no_sync - 1, 0)), []
+            return state._replace(no_sync=max(state.no_sync - 1, 0)), []
         if kind is EventKind.SYNC_MANAGED:
-            return replace(state, managed=True), []
+            return state._replace(managed=True), []
         if kind is EventKind.FORWARD:
-            return replace(state, forward_synced=state.no_sync == 0 and not state.managed), []
+            return state._replace(forward_synced=state.no_sync == 0 and not state.managed), []
         if kind is EventKind.BACKWARD:
             synced = state.forward_synced
             if state.backwards == 0 or state.synced_backward is None:
-                return replace(state, synced_backward=ev if synced else None, backwards=1), []
-            return replace(state, backwards=2), []
+                return state._replace(synced_backward=ev if synced else None, backwards=1), []
+            return state._replace(backwards=2), []
         if kind is EventKind.OPTIMIZER_STEP:
             found = []
             if state.synced_backward is not None and state.backwards >= 2 and ev.boundary is not False:
                 found.append(Violation("TL203", state.synced_backward, (("step", ev),)))
-            return replace(state, synced_backward=None, backwards=0, forward_synced=None), found
+            return state._replace(synced_backward=None, backwards=0, forward_synced=None), found
         if kind is EventKind.ZERO_GRAD or (kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
-            return replace(state, synced_backward=None, backwards=0), []
+            return state._replace(synced_backward=None, backwards=0), []
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:

@@ -1,22 +1,23 @@
 """Data order across epochs (TL301)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from ..events import FAMILY_DATA, Event, EventKind, reaches, same_object
 from .base import Invariant, LineOf, Violation
 
 
 # --------------------------------------------------------------------------- TL301
-@dataclass(frozen=True)
-class _SamplerEntry:
+class _SamplerEntry(NamedTuple):
+    """A loader pass begun: its sampler, and whether set_epoch ran since."""
+
     sampler: Optional[str]
     epoch_set: bool  # set_epoch since the last pass began
 
 
-@dataclass(frozen=True)
-class _SamplerState:
+class _SamplerState(NamedTuple):
+    """TL301's slice of a path: the loader passes begun."""
+
     entries: Tuple[_SamplerEntry, ...] = ()
 
 
@@ -32,12 +33,12 @@ class SamplerEpochs(Invariant):
     def feed(self, state: _SamplerState, ev: Event):
         if ev.kind is EventKind.SET_EPOCH:
             entries = tuple(
-                replace(e, epoch_set=True) if same_object(e.sampler, ev.target) else e for e in state.entries
+                e._replace(epoch_set=True) if same_object(e.sampler, ev.target) else e for e in state.entries
             )
             return _SamplerState(entries), []
         if ev.kind is EventKind.OPAQUE and FAMILY_DATA in ev.families:
             # A call we cannot read received the loader or sampler: it may call set_epoch.
-            entries = tuple(replace(e, epoch_set=True) if reaches(ev, e.sampler) else e for e in state.entries)
+            entries = tuple(e._replace(epoch_set=True) if reaches(ev, e.sampler) else e for e in state.entries)
             return _SamplerState(entries), []
         if ev.kind is EventKind.LOADER_ITER and ev.sampler is not None and ev.shuffle:
             found = []

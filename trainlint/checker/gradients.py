@@ -1,16 +1,16 @@
 """Gradient lifecycle: clipping after the step (TL101) or before unscaling (TL103)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from ..events import FAMILY_GRADS, Event, EventKind, same_object
 from .base import Invariant, LineOf, Violation, where
 
 
 # --------------------------------------------------------------------------- TL101 / TL103
-@dataclass(frozen=True)
-class _GradState:
+class _GradState(NamedTuple):
+    """TL101/TL103's slice of a path: the latest backward and step, and pending clips."""
+
     last: Optional[Event] = None  # the latest BACKWARD or OPTIMIZER_STEP
     backward: Optional[Event] = None  # the latest BACKWARD
     scaled: Optional[Event] = None  # a scaled backward whose gradients are not unscaled yet
@@ -36,21 +36,21 @@ class GradientClipping(Invariant):
                 found.append(Violation("TL101", state.pending, (("step", state.last), ("backward", ev))))
             return _GradState(last=ev, backward=ev, scaled=ev if ev.scaled else state.scaled), found
         if kind is EventKind.OPTIMIZER_STEP:
-            return replace(state, last=ev, scaled=None, crossed=False, pending=None), []
+            return state._replace(last=ev, scaled=None, crossed=False, pending=None), []
         if kind in (EventKind.UNSCALE, EventKind.ZERO_GRAD):
-            return replace(state, scaled=None), []
+            return state._replace(scaled=None), []
         if kind is EventKind.ITERATION:
             # A clip at the top of a pass with no backward before the next step had nothing to
             # prove it clipped the wrong gradients (the backward may be in a call we cannot read).
             stepped = state.last is not None and state.last.kind is EventKind.OPTIMIZER_STEP
-            return replace(state, crossed=stepped, pending=None), []
+            return state._replace(crossed=stepped, pending=None), []
         if kind is EventKind.TRAINING_START or (kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
             return _GradState(), []
         if kind is EventKind.CLIP:
             found = []
             if state.last is not None and state.last.kind is EventKind.OPTIMIZER_STEP:
                 if state.crossed:
-                    return (state if state.pending is not None else replace(state, pending=ev)), []
+                    return (state if state.pending is not None else state._replace(pending=ev)), []
                 related = [("step", state.last)]
                 if state.backward is not None:
                     related.append(("backward", state.backward))
@@ -80,8 +80,9 @@ class GradientClipping(Invariant):
 
 
 # --------------------------------------------------------------------------- TL104 / TL105
-@dataclass(frozen=True)
-class _ZeroState:
+class _ZeroState(NamedTuple):
+    """TL104/TL105's slice of a path: backwards, zero_grads and steps of the current window."""
+
     backward: Optional[Event] = None  # a backward since the last step
     wiped: Optional[Event] = None  # a zero_grad that came after that backward
     stepped: Tuple[Event, ...] = ()  # steps with no zero_grad since (one per optimizer)
@@ -120,22 +121,22 @@ class ZeroGradPlacement(Invariant):
     def feed(self, state: _ZeroState, ev: Event):
         kind = ev.kind
         if kind is EventKind.BACKWARD:
-            return replace(state, backward=ev, wiped=None, trained=True, window=state.window or ev), []
+            return state._replace(backward=ev, wiped=None, trained=True, window=state.window or ev), []
         if kind is EventKind.TRAINING_START:
             # A backward before the training loop (a debug pass) belongs to no training step, and
             # steps of an earlier loop (a warm-up, an OOM scan) are not this loop's iterations.
-            return replace(state, backward=None, wiped=None, stepped=(), window=None, window_wiped=()), []
+            return state._replace(backward=None, wiped=None, stepped=(), window=None, window_wiped=()), []
         if kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             return _ZeroState(), []
         if kind is EventKind.ITERATION:
-            return replace(state, crossed=True), []
+            return state._replace(crossed=True), []
         if kind is EventKind.ZERO_GRAD:
             stepped = tuple(s for s in state.stepped if not _clears(ev, s))
             wiped = ev if state.backward is not None and state.wiped is None else state.wiped
             window_wiped = state.window_wiped
             if state.window is not None and ev not in window_wiped and not ev.boundary:
                 window_wiped = (window_wiped + (ev,))[-4:]
-            return replace(state, wiped=wiped, stepped=stepped, window_wiped=window_wiped), []
+            return state._replace(wiped=wiped, stepped=stepped, window_wiped=window_wiped), []
         if kind is EventKind.OPTIMIZER_STEP:
             found = []
             if state.wiped is not None and _clears(state.wiped, ev):
@@ -187,8 +188,9 @@ class ZeroGradPlacement(Invariant):
 
 
 # --------------------------------------------------------------------------- TL106
-@dataclass(frozen=True)
-class _MicroClipState:
+class _MicroClipState(NamedTuple):
+    """TL106's slice of a path: backwards and clips since the last step."""
+
     backwards: int = 0  # backward passes since the last step/zero_grad (capped)
     clip: Optional[Event] = None  # a clip after one of them
     found: Optional[Violation] = None  # a clip followed by another backward: reported if a step ends the window
@@ -206,7 +208,7 @@ class ClipInMicroStep(Invariant):
         if ev.kind is EventKind.TRAINING_START or (ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
             return _MicroClipState(), []
         if ev.kind is EventKind.CLIP and state.backwards:
-            return replace(state, clip=ev), []
+            return state._replace(clip=ev), []
         if ev.kind is EventKind.BACKWARD:
             found = state.found
             if found is None and state.clip is not None:

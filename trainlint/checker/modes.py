@@ -1,8 +1,7 @@
 """Module modes: a model left in eval mode while it trains (TL501)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import FrozenSet, Tuple
+from typing import FrozenSet, NamedTuple, Tuple
 
 from ..events import FAMILY_MODES, Event, EventKind, reaches
 from .base import Invariant, LineOf, Violation, where
@@ -12,8 +11,9 @@ def _within(path: str, ancestor: str) -> bool:
     return path == ancestor or path.startswith(ancestor + ".")
 
 
-@dataclass(frozen=True)
-class _ModeState:
+class _ModeState(NamedTuple):
+    """TL501's slice of a path: the modules left in eval mode and those put back in train mode."""
+
     evaluating: Tuple[Event, ...] = ()  # eval() calls not undone by train() (per module)
     # (module, file) this path put in train() mode itself; the file tells a callee's local of the
     # same name apart (``classifier`` in a helper module is not the caller's object)
@@ -38,10 +38,10 @@ class EvalModeRestored(Invariant):
     def feed(self, state: _ModeState, ev: Event):
         if ev.kind is EventKind.EVAL_MODE and ev.target:
             kept = tuple(e for e in state.evaluating if e.target != ev.target)
-            return replace(state, evaluating=(kept + (ev,))[-4:]), []
+            return state._replace(evaluating=(kept + (ev,))[-4:]), []
         if ev.kind is EventKind.OPAQUE and FAMILY_MODES in ev.families:
             # A call we cannot read received the module: it may have switched it back to train().
-            return replace(state, evaluating=tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
+            return state._replace(evaluating=tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
         if ev.kind is EventKind.TRAIN_MODE and ev.target:
             evaluating = tuple(e for e in state.evaluating if not _within(e.target, ev.target))
             return _ModeState(evaluating, state.trained | {(ev.target, ev.origin)}), []

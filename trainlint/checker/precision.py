@@ -1,15 +1,15 @@
 """Mixed precision: a GradScaler that is created but bypassed (TL402)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from ..events import FAMILY_GRADS, Event, EventKind
 from .base import Invariant, LineOf, Violation, where
 
 
-@dataclass(frozen=True)
-class _ScalerState:
+class _ScalerState(NamedTuple):
+    """TL402's slice of a path: scaled and plain backwards, and scaler steps awaiting update()."""
+
     scaled: Optional[Event] = None  # a scaled backward since the last step
     plain: Optional[Event] = None  # an unscaled backward since the last step
     # scaler.step() calls with no scaler.update() since, one per optimizer: one scaler may step
@@ -29,10 +29,10 @@ class ScalerUse(Invariant):
         kind = ev.kind
         if kind is EventKind.BACKWARD:
             if ev.scaled:
-                return replace(state, scaled=state.scaled or ev), []
-            return replace(state, plain=state.plain or ev), []
+                return state._replace(scaled=state.scaled or ev), []
+            return state._replace(plain=state.plain or ev), []
         if kind is EventKind.SCALER_UPDATE:
-            return replace(state, not_updated=()), []
+            return state._replace(not_updated=()), []
         if kind is EventKind.OPTIMIZER_STEP:
             found = []
             if ev.via_scaler:
@@ -48,7 +48,7 @@ class ScalerUse(Invariant):
                 not_updated = state.not_updated
             return _ScalerState(not_updated=not_updated), found
         if kind is EventKind.ZERO_GRAD:
-            return replace(state, scaled=None, plain=None), []
+            return state._replace(scaled=None, plain=None), []
         if kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             return _ScalerState(), []
         return state, []

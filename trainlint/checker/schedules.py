@@ -1,24 +1,25 @@
 """Scheduler order (TL102)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, FAMILY_GRADS, Event, EventKind, reaches, same_object
 from .base import Invariant, LineOf, Violation, where
 
 
 # --------------------------------------------------------------------------- TL102
-@dataclass(frozen=True)
-class _SchedEntry:
+class _SchedEntry(NamedTuple):
+    """One scheduler's position relative to its optimizer's steps."""
+
     scheduler: Optional[str]
     optimizer: Optional[str]
     stepped_since: Optional[bool]  # an optimizer step since this scheduler's last step? None: unknown
     pending: Optional[Event] = None  # a scheduler step waiting for the optimizer step it preceded
 
 
-@dataclass(frozen=True)
-class _SchedState:
+class _SchedState(NamedTuple):
+    """TL102's slice of a path: the optimizers stepped and each scheduler's entry."""
+
     history_known: bool
     stepped: frozenset = frozenset()  # optimizers stepped since the start (None: an unknown one)
     entries: Tuple[_SchedEntry, ...] = ()
@@ -47,22 +48,22 @@ class SchedulerOrder(Invariant):
                 if same_object(entry.optimizer, ev.target):
                     if entry.pending is not None:
                         found.append(Violation("TL102", entry.pending, (("step", ev),)))
-                    entry = replace(entry, stepped_since=True, pending=None)
+                    entry = entry._replace(stepped_since=True, pending=None)
                 entries.append(entry)
-            return replace(state, stepped=state.stepped | {ev.target}, entries=tuple(entries)), found
+            return state._replace(stepped=state.stepped | {ev.target}, entries=tuple(entries)), found
         if ev.kind is EventKind.ITERATION and any(e.pending is not None for e in state.entries):
             # A scheduler step at the end of a pass (a per-epoch schedule after the batch loop, a
             # periodic step on the last batch) is not "before" the next pass's optimizer step.
-            return replace(state, entries=tuple(replace(e, pending=None) for e in state.entries)), []
+            return state._replace(entries=tuple(e._replace(pending=None) for e in state.entries)), []
         if ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             # It may have stepped the optimizers it received: whether a scheduler's next step
             # follows an optimizer step is unknown. A scheduler step already waiting for its
             # optimizer step stays: it ran before any step, whatever the call does.
             entries = tuple(
-                e if e.pending is not None or not reaches(ev, e.optimizer) else replace(e, stepped_since=None)
+                e if e.pending is not None or not reaches(ev, e.optimizer) else e._replace(stepped_since=None)
                 for e in state.entries
             )
-            return replace(state, entries=entries, opaque=True), []
+            return state._replace(entries=entries, opaque=True), []
         return state, []
 
     def _scheduler_step(self, state: _SchedState, ev: Event) -> _SchedState:
@@ -79,13 +80,13 @@ class SchedulerOrder(Invariant):
         else:
             entry = entries[index]
         if entry.stepped_since is False and entry.pending is None:
-            entry = replace(entry, pending=ev)
-        entry = replace(entry, stepped_since=False)
+            entry = entry._replace(pending=ev)
+        entry = entry._replace(stepped_since=False)
         if index is None:
             entries.append(entry)
         else:
             entries[index] = entry
-        return replace(state, entries=tuple(entries))
+        return state._replace(entries=tuple(entries))
 
     def message(self, v: Violation, line_of: LineOf) -> str:
         step = where(v.get("step"), line_of, "optimizer.step()")
@@ -100,8 +101,9 @@ class SchedulerOrder(Invariant):
 
 
 # --------------------------------------------------------------------------- TL601
-@dataclass(frozen=True)
-class _CadenceEntry:
+class _CadenceEntry(NamedTuple):
+    """One scheduler's count of optimizer steps since its own last step."""
+
     scheduler: Optional[str]
     steps: int  # optimizer steps since this scheduler's last step, capped at 2; UNKNOWN_COUNT: unknown
 
@@ -113,8 +115,9 @@ def _counted(steps: int) -> int:
     return steps if steps == UNKNOWN_COUNT else min(steps + 1, 2)
 
 
-@dataclass(frozen=True)
-class _CadenceState:
+class _CadenceState(NamedTuple):
+    """TL601's slice of a path: each scheduler's count of optimizer steps."""
+
     entries: Tuple[_CadenceEntry, ...] = ()
     steps_since_start: int = 0
 
@@ -133,10 +136,10 @@ class SchedulerCadence(Invariant):
 
     def feed(self, state: _CadenceState, ev: Event):
         if ev.kind is EventKind.OPTIMIZER_STEP:
-            entries = tuple(replace(e, steps=_counted(e.steps)) for e in state.entries)
+            entries = tuple(e._replace(steps=_counted(e.steps)) for e in state.entries)
             return _CadenceState(entries, _counted(state.steps_since_start)), []
         if ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
-            entries = tuple(replace(e, steps=UNKNOWN_COUNT) for e in state.entries)
+            entries = tuple(e._replace(steps=UNKNOWN_COUNT) for e in state.entries)
             return _CadenceState(entries, UNKNOWN_COUNT), []
         if ev.kind is EventKind.SCHEDULER_STEP and ev.cadence in (CADENCE_BATCH, CADENCE_EPOCH):
             entry = next((e for e in state.entries if e.scheduler == ev.target), None)
