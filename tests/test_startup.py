@@ -6,6 +6,7 @@ the analyzer would have looked at would be skipped.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -85,3 +86,34 @@ def test_the_engine_prefilter_is_a_superset_of_the_analyzers(sources, monkeypatc
                 skipped += 1
                 assert analyzer.analyze_results(source, rules, project=project) == [], (path, sorted(rules))
     assert skipped > 1000  # the property was exercised, not vacuous
+
+
+def _trainlint(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_a_check_ends_with_all_its_output_and_its_exit_status(tmp_path):
+    # A check leaves the interpreter without tearing it down (cli.entry): what it printed must all
+    # be there, more than a pipe's buffer of it, and its exit status must be the check's.
+    done = _trainlint("--no-cache", "--format", "json", str(ROOT / "fixtures"), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert len(done.stdout) > 65536
+    report = json.loads(done.stdout)
+    assert len(report["findings"]) > 100
+    clean = tmp_path / "clean.py"
+    clean.write_text("import os\n")
+    done = _trainlint("--no-cache", str(clean), cwd=tmp_path)
+    assert (done.returncode, done.stderr.strip()) == (0, "All checks passed.")
+
+
+def test_a_check_written_to_a_file_is_complete(tmp_path):
+    out = tmp_path / "report.json"
+    done = _trainlint("--no-cache", "--format", "json", "--output-file", str(out), str(ROOT / "fixtures" / "TL101"), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(out.read_text(encoding="utf-8"))["findings"]
+
+
+def test_a_usage_error_still_exits_through_click(tmp_path):
+    done = _trainlint("--format", "nonsense", "x.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "nonsense" in done.stderr

@@ -1,8 +1,8 @@
 """Command line: ``trainlint [OPTIONS] PATH...`` checks files; ``rules``, ``explain`` document them."""
 from __future__ import annotations
 
-import difflib
 import json
+import os
 import sys
 from dataclasses import replace
 import textwrap
@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the engine loads when files are checked: --version, rules, 
     from .engine import Settings
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+_checked = False  # a `check` ran to its exit status: see ``entry``
 
 
 class DefaultToCheck(click.Group):
@@ -108,6 +109,8 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
 
     Exit status: 0 clean, 1 findings, 2 usage error or a file that could not be analyzed.
     """
+    global _checked
+    _checked = True
     from .engine import Report, check_paths, combine, default_jobs, display_path, fix_paths
     from .files import path_error
     from .findings import FileError
@@ -149,6 +152,29 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)
+
+
+def entry() -> None:
+    """The ``trainlint`` console script and ``python -m trainlint``: ``main``, then, once a check
+    has given its exit status and its output is flushed, a hard exit. A check leaves nothing to
+    clean up (its worker processes are joined, its cache entries written and renamed into place),
+    and tearing the interpreter down object by object (libcst's classes, the parsed trees) cost
+    about 30 ms of a 220 ms pre-commit run on one small file. mypy ends its runs the same way.
+    Other commands exit normally: ``trainlint run`` executes the user's script, whose exit
+    handlers (loggers, writers) must run."""
+    try:
+        main()
+        code = EXIT_CLEAN
+    except SystemExit as done:
+        code = done.code
+    if not _checked or not (code is None or isinstance(code, int)):
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe (`trainlint . | head`): Python's own exit reports it
+        sys.exit(code)
+    os._exit(code or EXIT_CLEAN)
 
 
 @main.command()
@@ -216,6 +242,8 @@ def suggest(key: str) -> List[str]:
     spellings of either (``TL1O1``, ``clip-after-stpe``)."""
     key = key.strip().lower()
     catalog = list(load_catalog().values())
+    import difflib  # only for a mistyped rule
+
     close = set(difflib.get_close_matches(key, [r.id.lower() for r in catalog] + [r.name for r in catalog], n=3, cutoff=0.7))
     return [r.id for r in catalog if key and (r.id.lower().startswith(key) or key in r.name or {r.id.lower(), r.name} & close)]
 
