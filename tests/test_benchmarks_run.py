@@ -25,7 +25,18 @@ def test_project_speed_benchmark_prints_its_figures():
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )
     assert run.returncode == 0, run.stderr
-    for row in ("6 modules, each calling into 2 others", "project ", "single files", "project / single per file"):
+    for row in ("6 modules, each calling into 2 others", "project ", "single, self-contained", "single, isolated",
+                "project / single (self-contained) per file", "project / single (isolated) per file"):
+        assert row in run.stdout
+
+
+def test_startup_benchmark_prints_its_figures():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "startup.py"), "--runs", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stderr
+    for row in ("import libcst", "trainlint --version", "a file no rule can fire on", "an 18-line training file"):
         assert row in run.stdout
 
 
