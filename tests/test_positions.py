@@ -28,6 +28,16 @@ TRICKY = {
     "crlf newlines": "import torch\r\ndef f(a):\r\n    return a\r\n",
     "byte-order mark": "\ufeffimport os\nx = 1\n",
     "match statement": "match x:\n    case 1:\n        pass\n    case _:\n        y = 2\n",
+    "methods and nested definitions": (
+        'class A(Base):\n    """doc"""\n    x = 1; y = 2\n\n    @property\n    def p(self):\n        return 1\n\n'
+        "    # comment\n    @staticmethod\n    def s(a,\n          b):\n        def inner(c):\n            return (c +\n"
+        "                    1)\n        return inner(a); pass\n\n    class Inner:\n        def one(self): return 1\n\n"
+        "    async def co(self):\n        async with x:\n            await y\n"
+    ),
+    "tabs and odd indentation": (
+        "class A:\n\tdef f(self):\n\t\tif x:\n\t\t\treturn 1\n\t\treturn 2\n\n"
+        "def g():\n   x = 1\n   def h():\n         return x\n   return h\n"
+    ),
     "empty module": "",
     "only comments": "# nothing here\n",
 }
@@ -64,10 +74,14 @@ def test_a_node_of_another_tree_has_no_position() -> None:
         positions[other.body[0]]
 
 
-def test_only_the_statements_asked_about_are_rendered() -> None:
-    source = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(50))
+def test_only_the_statement_asked_about_is_rendered() -> None:
+    # a method of a big class: its own statement is rendered, inside the class and the method
+    # reduced to their headers, not the whole class
+    methods = "".join(f"    def m{i}(self, x):\n        y = x + {i}\n        return y\n\n" for i in range(50))
+    source = "import os\n\n\nclass Big:\n" + methods
     module = parse(source)
     positions = Positions(ModuleModel(module, source), lambda resolve: resolve())
-    target = module.body[37].body.body[0]
-    assert positions[target].start.line == 37 * 4 + 2
-    assert positions._rendered.keys() == {37}
+    target = module.body[1].body.body[37].body.body[1]
+    assert positions[target].start.line == 4 + 37 * 4 + 3
+    assert positions[target].start.column == 8
+    assert positions._rendered.keys() == {id(target)}

@@ -1,18 +1,20 @@
-"""Where nodes are in the source, computed only for the top-level statements that hold them.
+"""Where nodes are in the source, computed only for the statements that hold them.
 
 libcst's position metadata renders the whole module to place any node: on a big file that pass
 cost about a third of the check, and its position objects a few hundred MiB at 50k lines. Findings
-name a handful of statements, so each top-level statement that holds one is rendered alone, and
-CPython's parse of the file (in C, several times cheaper than a libcst rendering) says on which
-line that statement starts. Whenever the two parses do not line up statement for statement (a
-grammar only libcst reads), the whole module is rendered as before.
+name a handful of statements, so the innermost statement of a class or function body that holds
+one is rendered alone, inside its enclosing definitions reduced to their headers (so it keeps its
+indentation and columns), and CPython's parse of the file (in C, several times cheaper than a
+libcst rendering) says on which line that statement starts. A finding in a 5,000-line class
+renders a few lines, not the class. Whenever the two parses do not line up statement for
+statement (a grammar only libcst reads), the whole module is rendered as before.
 """
 from __future__ import annotations
 
 import ast
 import warnings
 from bisect import bisect_right
-from typing import Callable, Dict, List, Mapping, Optional, TypeVar
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -21,6 +23,11 @@ from .module import ModuleModel
 
 T = TypeVar("T")
 Resolver = Callable[[Callable[[], T]], T]
+_DEFINITIONS = (cst.FunctionDef, cst.ClassDef)
+_AST_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# A statement's rendering: the positions of its nodes, and the lines to add to them.
+_Rendering = Tuple[Mapping[cst.CSTNode, CodeRange], int]
+_Pairs = List[Tuple[cst.BaseStatement, ast.stmt]]
 
 
 class Positions:
@@ -31,10 +38,11 @@ class Positions:
     def __init__(self, model: ModuleModel, guarded: Resolver) -> None:
         self._model = model
         self._guarded = guarded
-        self._first_lines: Optional[List[int]] = None  # line of each top-level statement's anchor
-        self._starts: List[int] = []  # pre-order index of each top-level statement
-        self._rendered: Dict[int, Mapping[cst.CSTNode, CodeRange]] = {}  # statement index -> positions
-        self._offsets: Dict[int, int] = {}  # statement index -> lines to add
+        self._tree: Optional[ast.Module] = None  # CPython's parse, for the lines statements start on
+        # a body's owner's id -> its statements paired with CPython's (None: they do not pair up),
+        # and the pre-order index of each
+        self._bodies: Dict[int, Tuple[Optional[_Pairs], List[int]]] = {}
+        self._rendered: Dict[int, _Rendering] = {}  # statement's id -> its positions, lines to add
         self._whole: Optional[Mapping[cst.CSTNode, CodeRange]] = None
         self._ready = False
 
@@ -53,70 +61,94 @@ class Positions:
             self._prepare()
         if self._whole is not None:
             return self._whole.get(node)
-        preorder = self._model.preorder
-        at = preorder.index(node)
+        at = self._model.preorder.index(node)
         if at is None:
             return None  # not a node of this module (a statement of another file, a synthetic loop)
-        index = bisect_right(self._starts, at) - 1
-        if index < 0 or at >= preorder.ends[self._starts[index]]:
+        path = self._path(at)
+        if path is None:
             return None  # the module node itself, or whitespace outside every statement
-        found = self._statement(index).get(node)
-        if found is None:
-            return None
-        offset = self._offsets[index]
-        if not offset:
+        positions, offset = self._render(path)
+        found = positions.get(node)
+        if found is None or not offset:
             return found
         return CodeRange(CodePosition(found.start.line + offset, found.start.column),
                          CodePosition(found.end.line + offset, found.end.column))
 
-    def _statement(self, index: int) -> Mapping[cst.CSTNode, CodeRange]:
-        rendered = self._rendered.get(index)
-        if rendered is None:
-            module = self._model.module
-            statement = module.body[index]
-            alone = module.with_changes(body=[statement], header=(), footer=())
-            rendered = self._rendered[index] = self._guarded(
-                lambda: MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider))
-            self._offsets[index] = self._first_lines[index] - rendered[_anchor(statement)].start.line  # type: ignore[index]
-        return rendered
+    def _path(self, at: int) -> Optional[_Pairs]:
+        """The statements holding the node at pre-order index ``at``, outermost first, each with
+        CPython's statement for it: down through the bodies of definitions, to the innermost."""
+        path: _Pairs = []
+        owner: cst.CSTNode = self._model.module
+        body: Sequence[cst.BaseStatement] = self._model.module.body
+        parsed: List[ast.stmt] = self._tree.body  # type: ignore[union-attr]
+        while True:
+            pairs, starts = self._body(owner, body, parsed)
+            index = bisect_right(starts, at) - 1
+            if pairs is None or index < 0 or at >= self._model.preorder.ends[starts[index]]:
+                return path or None  # outside the body's statements, or the parses differ here
+            statement, parsed_statement = pairs[index]
+            path.append((statement, parsed_statement))
+            inner = statement.body if isinstance(statement, _DEFINITIONS) else None
+            if starts[index] == at or not isinstance(inner, cst.IndentedBlock) or not isinstance(parsed_statement, _AST_DEFINITIONS):
+                return path  # the statement itself, or one whose body is not followed
+            owner, body, parsed = inner, inner.body, parsed_statement.body
+
+    def _body(self, owner: cst.CSTNode, body: Sequence[cst.BaseStatement], parsed: List[ast.stmt]) -> Tuple[Optional[_Pairs], List[int]]:
+        known = self._bodies.get(id(owner))
+        if known is None:
+            known = self._bodies[id(owner)] = (_paired(body, parsed), [self._model.preorder.index(s) for s in body])  # type: ignore[misc]
+        return known
+
+    def _render(self, path: _Pairs) -> _Rendering:
+        statement, parsed = path[-1]
+        rendering = self._rendered.get(id(statement))
+        if rendering is None:
+            # The statement inside its enclosing definitions, each reduced to the one statement
+            # on the way down: the same indentation, so the same columns.
+            reduced: cst.BaseStatement = statement
+            for outer, _ in reversed(path[:-1]):
+                reduced = outer.with_changes(body=outer.body.with_changes(body=[reduced]))
+            module = self._model.module.with_changes(body=[reduced], header=(), footer=())
+            positions = self._guarded(lambda: MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
+            rendering = self._rendered[id(statement)] = (positions, parsed.lineno - positions[_anchor(statement)].start.line)
+        return rendering
 
     # ----------------------------------------------------------------- set-up
     def _prepare(self) -> None:
         self._ready = True
         module = self._model.module
-        self._first_lines = _first_lines(self._model.source, module.body)
-        if self._first_lines is None:
+        self._tree = _parse(self._model.source)
+        if self._tree is None or _paired(module.body, self._tree.body) is None:
             self._whole = self._guarded(lambda: MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
-            return
-        preorder = self._model.preorder
-        self._starts = [preorder.index(statement) for statement in module.body]
 
 
 def _anchor(statement: cst.BaseStatement) -> cst.CSTNode:
     """The node whose line CPython's parse reports for the statement: a definition's name (after
     its decorators, on the line of ``def``/``class``), a statement line's first statement."""
-    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+    if isinstance(statement, _DEFINITIONS):
         return statement.name
     if isinstance(statement, cst.SimpleStatementLine):
         return statement.body[0]
     return statement
 
 
-def _first_lines(source: str, body) -> Optional[List[int]]:
-    """Line of each top-level libcst statement's anchor, from CPython's parse; None when the two
-    parses do not pair up (``a; b`` is one libcst statement line and two CPython statements)."""
+def _paired(body: Sequence[cst.BaseStatement], parsed: List[ast.stmt]) -> Optional[_Pairs]:
+    """Each libcst statement of a body with CPython's (first) statement for it; None when the two
+    do not pair up (``a; b`` is one libcst statement line and two CPython statements)."""
+    pairs = []
+    taken = 0
+    for statement in body:
+        if taken >= len(parsed):
+            return None
+        pairs.append((statement, parsed[taken]))
+        taken += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    return pairs if taken == len(parsed) else None
+
+
+def _parse(source: str) -> Optional[ast.Module]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            return compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    statements = tree.body
-    lines: List[int] = []
-    taken = 0
-    for statement in body:
-        if taken >= len(statements):
-            return None
-        lines.append(statements[taken].lineno)
-        taken += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-    return lines if taken == len(statements) else None
