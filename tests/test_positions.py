@@ -47,12 +47,15 @@ def _same_as_libcst(source: str) -> None:
     module = parse(source)
     model = ModuleModel(module, source)
     whole = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lazy = Positions(model, lambda resolve: resolve())
-    for node in model.preorder.nodes:
-        if node is module:
-            continue  # the module itself is never a finding's statement
-        assert node in lazy, type(node).__name__
-        assert lazy[node] == whole[node], (type(node).__name__, lazy[node], whole[node])
+    # Asked outermost first, a definition is rendered whole and places what is in it; asked
+    # innermost first, each statement is rendered inside its definitions reduced to their headers.
+    for order in (model.preorder.nodes, list(reversed(model.preorder.nodes))):
+        lazy = Positions(model, lambda resolve: resolve())
+        for node in order:
+            if node is module:
+                continue  # the module itself is never a finding's statement
+            assert node in lazy, type(node).__name__
+            assert lazy[node] == whole[node], (type(node).__name__, lazy[node], whole[node])
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT)))

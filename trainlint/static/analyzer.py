@@ -287,8 +287,9 @@ def _analyze_results(
         return []
     events = [ev for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
     called = {id(fn): fn for w in witnesses.values() for fn in w.calls}.values()
-    nodes = [ev.site for ev in events if ev.origin is None] + [m.node for m in matches]
-    nodes += [fn.node for fn in called if fn.owner in (None, model)]
+    # The functions first: each is rendered once for its position and places the statements in it.
+    nodes = [fn.node for fn in called if fn.owner in (None, model)]
+    nodes += [ev.site for ev in events if ev.origin is None] + [m.node for m in matches]
     positions = _positions(model)
     spans = _spans(positions, nodes)
     origins: Dict[int, ModuleModel] = {}

@@ -67,7 +67,10 @@ class Positions:
         path = self._path(at)
         if path is None:
             return None  # the module node itself, or whitespace outside every statement
-        positions, offset = self._render(path)
+        # A statement already rendered that holds the node (a function named in a finding's
+        # trace holds the finding's statements) places it too.
+        depth = next((i + 1 for i, (statement, _) in enumerate(path) if id(statement) in self._rendered), len(path))
+        positions, offset = self._render(path[:depth])
         found = positions.get(node)
         if found is None or not offset:
             return found
