@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import warnings
 from bisect import bisect_right
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -25,9 +25,19 @@ T = TypeVar("T")
 Resolver = Callable[[Callable[[], T]], T]
 _DEFINITIONS = (cst.FunctionDef, cst.ClassDef)
 _AST_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+class _Parsed(NamedTuple):
+    """What is kept of CPython's parse of a statement: the line it starts on and, for a
+    definition, the same for its body (the whole ``ast`` tree would keep ~2 KB per source line)."""
+
+    lineno: int
+    body: Optional[List["_Parsed"]]
+
+
 # A statement's rendering: the positions of its nodes, and the lines to add to them.
 _Rendering = Tuple[Mapping[cst.CSTNode, CodeRange], int]
-_Pairs = List[Tuple[cst.BaseStatement, ast.stmt]]
+_Pairs = List[Tuple[cst.BaseStatement, _Parsed]]
 
 
 class Positions:
@@ -38,7 +48,7 @@ class Positions:
     def __init__(self, model: ModuleModel, guarded: Resolver) -> None:
         self._model = model
         self._guarded = guarded
-        self._tree: Optional[ast.Module] = None  # CPython's parse, for the lines statements start on
+        self._outline: Optional[List[_Parsed]] = None  # CPython's parse: the lines statements start on
         # a body's owner's id -> its statements paired with CPython's (None: they do not pair up),
         # and the pre-order index of each
         self._bodies: Dict[int, Tuple[Optional[_Pairs], List[int]]] = {}
@@ -83,7 +93,7 @@ class Positions:
         path: _Pairs = []
         owner: cst.CSTNode = self._model.module
         body: Sequence[cst.BaseStatement] = self._model.module.body
-        parsed: List[ast.stmt] = self._tree.body  # type: ignore[union-attr]
+        parsed: List[_Parsed] = self._outline  # type: ignore[assignment]
         while True:
             pairs, starts = self._body(owner, body, parsed)
             index = bisect_right(starts, at) - 1
@@ -92,11 +102,11 @@ class Positions:
             statement, parsed_statement = pairs[index]
             path.append((statement, parsed_statement))
             inner = statement.body if isinstance(statement, _DEFINITIONS) else None
-            if starts[index] == at or not isinstance(inner, cst.IndentedBlock) or not isinstance(parsed_statement, _AST_DEFINITIONS):
+            if starts[index] == at or not isinstance(inner, cst.IndentedBlock) or parsed_statement.body is None:
                 return path  # the statement itself, or one whose body is not followed
             owner, body, parsed = inner, inner.body, parsed_statement.body
 
-    def _body(self, owner: cst.CSTNode, body: Sequence[cst.BaseStatement], parsed: List[ast.stmt]) -> Tuple[Optional[_Pairs], List[int]]:
+    def _body(self, owner: cst.CSTNode, body: Sequence[cst.BaseStatement], parsed: List[_Parsed]) -> Tuple[Optional[_Pairs], List[int]]:
         known = self._bodies.get(id(owner))
         if known is None:
             known = self._bodies[id(owner)] = (_paired(body, parsed), [self._model.preorder.index(s) for s in body])  # type: ignore[misc]
@@ -120,8 +130,8 @@ class Positions:
     def _prepare(self) -> None:
         self._ready = True
         module = self._model.module
-        self._tree = _parse(self._model.source)
-        if self._tree is None or _paired(module.body, self._tree.body) is None:
+        self._outline = _parse(self._model.source)
+        if self._outline is None or _paired(module.body, self._outline) is None:
             self._whole = self._guarded(lambda: MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
 
 
@@ -135,7 +145,7 @@ def _anchor(statement: cst.BaseStatement) -> cst.CSTNode:
     return statement
 
 
-def _paired(body: Sequence[cst.BaseStatement], parsed: List[ast.stmt]) -> Optional[_Pairs]:
+def _paired(body: Sequence[cst.BaseStatement], parsed: List[_Parsed]) -> Optional[_Pairs]:
     """Each libcst statement of a body with CPython's (first) statement for it; None when the two
     do not pair up (``a; b`` is one libcst statement line and two CPython statements)."""
     pairs = []
@@ -148,10 +158,15 @@ def _paired(body: Sequence[cst.BaseStatement], parsed: List[ast.stmt]) -> Option
     return pairs if taken == len(parsed) else None
 
 
-def _parse(source: str) -> Optional[ast.Module]:
+def _parse(source: str) -> Optional[List[_Parsed]]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            tree = compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+    return _outline(tree.body)
+
+
+def _outline(body: List[ast.stmt]) -> List[_Parsed]:
+    return [_Parsed(s.lineno, _outline(s.body) if isinstance(s, _AST_DEFINITIONS) else None) for s in body]
