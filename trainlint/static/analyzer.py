@@ -1,11 +1,9 @@
 """Static analysis of one module's source: parse, model, explore, and report positioned findings."""
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import threading
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AbstractSet, Callable, Dict, List, Optional, Tuple, TypeVar
@@ -20,6 +18,7 @@ from . import library
 from .extract import Extractor, Frame
 from .flow import Interpreter, Witness
 from .budget import Budget, OutOfTime
+from .cpython import cpython_tree
 from .module import ModuleModel
 from .patterns import Context, Match, registry
 from .positions import Positions
@@ -59,7 +58,7 @@ def parse(source: str) -> cst.Module:
     hang on pathologically nested input that CPython rejects at once, and CPython's messages are
     the ones users know. A file only libcst accepts (newer grammar than this interpreter) is fine."""
     try:
-        _compile_quietly(source)
+        cpython_tree(source)
         cpython_error = None
     except (RecursionError, MemoryError):
         raise AnalysisError("nesting too deep to analyze") from None
@@ -83,19 +82,11 @@ def parse(source: str) -> cst.Module:
         raise AnalysisError("nesting too deep to analyze") from None
 
 
-def _compile_quietly(source: str) -> None:
-    """CPython's parse of ``source`` as a syntax check; its SyntaxWarnings (an invalid escape in
-    a string) are not trainlint's to print."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-
-
 def check_syntax(source: str) -> None:
     """Files the pre-filter skips still get their syntax errors reported, at CPython's parse cost
     (several times cheaper than libcst's); libcst confirms before anything is reported."""
     try:
-        _compile_quietly(source)
+        cpython_tree(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         parse(source)
 
@@ -213,9 +204,9 @@ DEEP_RECURSION_LIMIT = 200_000
 
 
 def _positions(model: ModuleModel) -> Positions:
-    """Positions of the module's nodes, rendered per top-level statement on first use (only
-    files with findings ask). libcst's rendering recurses through nested statements: a deep tree
-    gets a deep stack."""
+    """Positions of the module's nodes, each statement that holds one rendered on first use (only
+    files with findings ask, see positions.py). libcst's rendering recurses through nested
+    statements: a deep tree gets a deep stack."""
     return Positions(model, _with_deep_stack_if_needed)
 
 

@@ -12,13 +12,13 @@ statement (a grammar only libcst reads), the whole module is rendered as before.
 from __future__ import annotations
 
 import ast
-import warnings
 from bisect import bisect_right
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
+from .cpython import cpython_tree
 from .module import ModuleModel
 
 T = TypeVar("T")
@@ -160,9 +160,7 @@ def _paired(body: Sequence[cst.BaseStatement], parsed: List[_Parsed]) -> Optiona
 
 def _parse(source: str) -> Optional[List[_Parsed]]:
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = cpython_tree(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     return _outline(tree.body)
