@@ -214,15 +214,8 @@ def check_file(path: Path, settings: Settings) -> FileResult:
 
 def _check_file_star(args: Tuple[Path, Settings]) -> FileResult:
     result = check_file(*args)
-    worker_analyzed(_size(args[0]))
+    worker_analyzed()
     return result
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:
@@ -265,7 +258,7 @@ def _check_in_reuse_order(files: List[Path], settings: Settings) -> List[FileRes
             soon.pop(resolved, None)
             mark = parsed_count()
             results[resolved] = check_file(path, settings)
-            pacer.analyzed(_size(path))
+            pacer.analyzed()
             for followed in parsed_since(mark):
                 if followed in pending:
                     soon.setdefault(followed)

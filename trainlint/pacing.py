@@ -1,12 +1,14 @@
-"""Garbage collection paced by the source analyzed, not by allocation counts.
+"""Garbage collection paced by how much the heap grew, not by allocation counts.
 
-Analyzing a file allocates its whole syntax tree and the engine's models of it, which stay alive
-until the file is done and are then garbage held in reference cycles (functions point at their
-module, interpreters at their evidence). CPython's generational collector, triggered every few
-hundred allocations, scans those young survivors again and again: on a large package that was a
-quarter of the run time. Here automatic collection is off while files are checked, and one full
-collection runs after every few megabytes of analyzed source (or every few hundred files), so
-each file's garbage is scanned about once and memory stays bounded.
+Analyzing a file allocates its whole syntax tree and the engine's models of it. They hold no
+reference cycles (links back to a module are weak, a check's interpreters are closed when it
+ends), so reference counting frees them the moment they are done with. What the cyclic collector
+would find is little, but CPython's generational collector, triggered every few hundred
+allocations, would still scan those young trees again and again: on a large package that was a
+quarter of the run time. Here automatic collection is off while files are checked, and a full
+collection runs once the heap has grown by a budget of objects (CPython's own count of container
+objects allocated and not yet freed since the last collection), so the cyclic garbage that does
+arise (a closure of ``ast.literal_eval``, an exception's traceback) stays bounded.
 """
 from __future__ import annotations
 
@@ -14,28 +16,22 @@ import gc
 from contextlib import contextmanager
 from typing import Iterator
 
-# Trees and models cost about 40 bytes of memory per byte of source: ~4 MB of source between
-# collections keeps the extra memory near 150 MiB whatever the number of files.
-SOURCE_BYTES_PER_COLLECTION = 4_000_000
-FILES_PER_COLLECTION = 250
+# A million container objects is some 100 MiB. The count rises only with the models kept for
+# reuse (a few dozen modules, reached early) and with cyclic garbage, so on a whole package
+# (torch: 2,285 files) this means a handful of collections, not hundreds.
+NET_OBJECTS_PER_COLLECTION = 1_000_000
 
 
 class Pacer:
-    """Counts the source analyzed since the last collection and collects when it is enough."""
+    """Collects when the heap has grown by the budget since the last collection."""
 
     def __init__(self, active: bool) -> None:
         self.active = active  # False where collection was already off: the host's choice stands
-        self._bytes = 0
-        self._files = 0
 
-    def analyzed(self, size: int) -> None:
-        if not self.active:
-            return
-        self._bytes += size
-        self._files += 1
-        if self._bytes >= SOURCE_BYTES_PER_COLLECTION or self._files >= FILES_PER_COLLECTION:
+    def analyzed(self) -> None:
+        """A file was analyzed: collect if the heap grew enough since the last collection."""
+        if self.active and gc.get_count()[0] >= NET_OBJECTS_PER_COLLECTION:
             gc.collect()
-            self._bytes = self._files = 0
 
 
 @contextmanager
@@ -61,5 +57,5 @@ def start_worker() -> None:
     gc.disable()
 
 
-def worker_analyzed(size: int) -> None:
-    _worker_pacer.analyzed(size)
+def worker_analyzed() -> None:
+    _worker_pacer.analyzed()

@@ -22,7 +22,7 @@ from .cpython import cpython_tree
 from .module import ModuleModel
 from .patterns import Context, Match, registry
 from .positions import Positions
-from .project import Project, parsed_before, remember_checked
+from .project import Project, parsed_before, pinning, remember_checked
 from .sites import SiteIndex
 
 # Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
@@ -97,18 +97,21 @@ def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Proj
     ``budget`` (see budget.py) what the exploration had to leave out."""
     interpreter = Interpreter(model, Extractor(model, project=project), sites, project, budget=budget)
     try:
-        interpreter.run(model.module.body, Frame(None), history_known=True)
-        interpreter.run_framework_loops()
-        called = model.called_names()
-        uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
-        for fn in uncalled + model.all_functions:
-            if id(fn.node) not in interpreter.reached and interpreter.eventful(fn):
-                interpreter.run(fn.body, Frame(fn, cls=fn.cls), history_known=True)
-    except OutOfTime:
-        pass  # what was found keeps its witness; confirmed() drops what needs every path
-    if witnesses is not None:
-        witnesses.update(interpreter.witnesses)
-    return interpreter.confirmed()
+        try:
+            interpreter.run(model.module.body, Frame(None), history_known=True)
+            interpreter.run_framework_loops()
+            called = model.called_names()
+            uncalled = [fn for fn in model.all_functions if fn.parent is None and not called.get(fn.name)]
+            for fn in uncalled + model.all_functions:
+                if id(fn.node) not in interpreter.reached and interpreter.eventful(fn):
+                    interpreter.run(fn.body, Frame(fn, cls=fn.cls), history_known=True)
+        except OutOfTime:
+            pass  # what was found keeps its witness; confirmed() drops what needs every path
+        if witnesses is not None:
+            witnesses.update(interpreter.witnesses)
+        return interpreter.confirmed()
+    finally:
+        interpreter.close()
 
 
 def find_matches(model: ModuleModel, sites: SiteIndex, rules: AbstractSet[str], source: str) -> List[Match]:
@@ -172,12 +175,13 @@ def analyze_results(
     A tree deeper than the interpreter's recursion limit allows (an ``elif`` chain of thousands:
     valid Python, and libcst's own position metadata recurses over it) is analyzed again on a
     thread with a deep stack; only what even that cannot hold is "nesting too deep"."""
-    try:
-        return _analyze_results(source, rules, position, project, incomplete)
-    except Exception as exc:  # noqa: BLE001 - libcst turns a RecursionError into other errors
-        if not _out_of_stack(exc):
-            raise
-    return _on_a_deep_stack(lambda: _analyze_results(source, rules, position, project, incomplete))
+    with pinning():
+        try:
+            return _analyze_results(source, rules, position, project, incomplete)
+        except Exception as exc:  # noqa: BLE001 - libcst turns a RecursionError into other errors
+            if not _out_of_stack(exc):
+                raise
+        return _on_a_deep_stack(lambda: _analyze_results(source, rules, position, project, incomplete))
 
 
 def _out_of_stack(exc: BaseException) -> bool:

@@ -162,6 +162,14 @@ class Interpreter:
 
         self._sync_managed = model.memo("manages_sync", lambda: _manages_sync(model))
 
+    def close(self) -> None:
+        """Drop everything this run holds, its modules' interpreters included. An interpreter is a
+        reference cycle (``_root``, and its evidence calls back into it); broken here, the trees
+        of modules no longer kept are freed as soon as the check ends, not by a cyclic collection."""
+        for child in self._children.values():
+            child.__dict__.clear()
+        self.__dict__.clear()
+
     def _is_event_name(self, name: str) -> bool:
         return name in self._event_names or _BACKWARD_NAME.search(name) is not None or name.endswith("zero_grad")
 

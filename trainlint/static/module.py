@@ -6,7 +6,8 @@ keeps the cost of files without training code close to the parse itself.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+import weakref
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -30,18 +31,37 @@ from .walk import Preorder, walk
 Body = Sequence[cst.CSTNode]
 
 
-@dataclass(eq=False)
 class Function:
-    node: cst.FunctionDef
-    name: str
-    cls: Optional[str]  # enclosing class name for methods
-    parent: Optional["Function"]  # enclosing function for nested defs
-    params: List[str] = field(default_factory=list)
-    nested: Dict[str, "Function"] = field(default_factory=dict)
-    assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=list)
-    aug_assigns: List[cst.AugAssign] = field(default_factory=list)
-    returns: List[cst.BaseExpression] = field(default_factory=list)
-    owner: Optional["ModuleModel"] = None  # the module that defines it
+    """A ``def`` of a module. Its links up (to the enclosing function and to the module) are weak:
+    the module owns its functions, and a back link would make every model a reference cycle,
+    whose tree only the cyclic garbage collector could free (a quarter of a large run's time).
+    A check pins the models it reads (``project.pinning``), so no link dies during one."""
+
+    __slots__ = ("node", "name", "cls", "params", "nested", "assigns", "aug_assigns", "returns",
+                 "_parent", "_owner", "__weakref__")
+
+    def __init__(self, node: cst.FunctionDef, name: str, cls: Optional[str], parent: Optional["Function"],
+                 params: List[str], owner: "ModuleModel") -> None:
+        self.node = node
+        self.name = name
+        self.cls = cls  # enclosing class name for methods
+        self.params = params
+        self.nested: Dict[str, "Function"] = {}
+        self.assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = []
+        self.aug_assigns: List[cst.AugAssign] = []
+        self.returns: List[cst.BaseExpression] = []
+        self._parent = weakref.ref(parent) if parent is not None else None
+        self._owner = weakref.ref(owner)
+
+    @property
+    def parent(self) -> Optional["Function"]:
+        """The enclosing function of a nested def."""
+        return self._parent() if self._parent is not None else None
+
+    @property
+    def owner(self) -> Optional["ModuleModel"]:
+        """The module that defines it."""
+        return self._owner()
 
     @property
     def body(self) -> Body:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import weakref
 from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from . import library
 
@@ -27,6 +29,7 @@ MAX_MODULE_BYTES = 2_000_000  # larger files are generated code, not training lo
 # dozen trees in memory (the modules a project imports are used again and again, so they stay).
 _PARSED: "OrderedDict[Path, Tuple[Tuple[int, int], Optional[ModuleModel]]]" = OrderedDict()
 MAX_PARSED = 48
+_PINNED: Optional[Dict[int, ModuleModel]] = None  # the models read by the running check (see pinning)
 _PARSED_ORDER: List[Path] = []  # every module parsed to be followed, in order (see parsed_since)
 _FOUND: Dict[Tuple[Tuple[Path, ...], str], Optional[Path]] = {}  # (search bases, module name) -> file
 _DIRECTORIES: Dict[Path, Path] = {}  # a module's path -> its resolved directory (relative imports)
@@ -41,6 +44,27 @@ def _directory_of(path: Path) -> Path:
     return found
 
 
+@contextmanager
+def pinning() -> Iterator[None]:
+    """Every model read during the block stays alive until its end. A model's functions link to
+    it weakly (see ``module.Function``), and a check may read more modules than are kept: the
+    functions it holds must not lose their module before it is done with them."""
+    outermost = _PINNED is None
+    if outermost:
+        globals()["_PINNED"] = {}
+    try:
+        yield
+    finally:
+        if outermost:
+            globals()["_PINNED"] = None
+
+
+def _pin(model: Optional[ModuleModel]) -> Optional[ModuleModel]:
+    if _PINNED is not None and model is not None:
+        _PINNED[id(model)] = model
+    return model
+
+
 def _load(path: Path) -> Optional[ModuleModel]:
     """The module at ``path`` (parsed once per process while unchanged), or None if unreadable."""
     try:
@@ -51,7 +75,7 @@ def _load(path: Path) -> Optional[ModuleModel]:
     cached = _PARSED.get(path)
     if cached is not None and cached[0] == stamp and _sources_unchanged(cached[1]):
         _PARSED.move_to_end(path)
-        return cached[1]
+        return _pin(cached[1])
     model = None
     if stat.st_size <= MAX_MODULE_BYTES:
         import libcst as cst
@@ -65,7 +89,7 @@ def _load(path: Path) -> Optional[ModuleModel]:
             model = None  # the import is then unknown, as an installed library's would be
         _PARSED_ORDER.append(path)
     _keep(path, stamp, model)
-    return model
+    return _pin(model)
 
 
 def parsed_since(mark: int) -> List[Path]:
@@ -136,15 +160,23 @@ class Project:
         self.installed_as = next((self.path.relative_to(root).parts[0] for root in self.roots
                                   if root.name in _INSTALL_DIRECTORIES), None)
         self.read: Dict[Path, str] = {}  # modules read by this analysis -> sha256 of their content
-        self._functions: Dict[Tuple[int, str], Optional[Function]] = {}
+        # importer -> name -> function: weak keys, as a module no longer kept may be freed (and a
+        # new one take its address) while this project, kept with its checked module, lives on.
+        self._functions: "weakref.WeakKeyDictionary[ModuleModel, Dict[str, Optional[Function]]]" = weakref.WeakKeyDictionary()
 
     def function(self, model: ModuleModel, name: str) -> Optional[Function]:
         """The project function an imported name refers to in ``model`` (``from engine import
         train_one_epoch``; ``misc.helper`` after ``import util.misc as misc``), or None."""
-        key = (id(model), name)
-        if key in self._functions:
-            return self._functions[key]
-        found = self._functions[key] = self._function(model, name)
+        known = self._functions.get(model)
+        if known is None:
+            known = self._functions[model] = {}
+        if name in known:
+            found = known[name]
+            if found is None:
+                return None
+            if _pin(found.owner) is not None:  # else its module was freed: found again below
+                return found
+        found = known[name] = self._function(model, name)
         return found
 
     def _function(self, model: ModuleModel, name: str) -> Optional[Function]:

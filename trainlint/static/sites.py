@@ -6,6 +6,7 @@ tree: one pass, shared by all of them.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
@@ -44,7 +45,8 @@ _TRAINING_ROUTINE = re.compile(r"^(train|fit)(_one)?(_epoch|_step|_loop)?$")
 
 class SiteIndex:
     def __init__(self, model: ModuleModel) -> None:
-        self.model = model
+        # The model owns its index (``model.sites()``): a strong link back would make a cycle.
+        self.model = weakref.proxy(model)
         self.sites: List[CallSite] = []
         self.statement_order: Dict[int, int] = {}  # id(statement) -> pre-order position
         self.loops_of: Dict[int, Tuple[cst.CSTNode, ...]] = {}  # id(small statement) -> enclosing loops
