@@ -100,10 +100,35 @@ def _patterns(name: str, patterns: Iterable[str]) -> Tuple["re.Pattern[str]", ..
 
 def may_fire(rule: Rule, source: str) -> bool:
     """The pre-filter: could ``rule`` fire in a file with this text?"""
+    global _ANSWERED_FOR, _ANSWERS
+    if source is not _ANSWERED_FOR:
+        _ANSWERED_FOR, _ANSWERS = source, {}
+    known = _ANSWERS.get(id(rule))
+    if known is None or known[0] is not rule:
+        known = _ANSWERS[id(rule)] = (rule, _may_fire(rule, source))
+    return known[1]
+
+
+# The answers for the last text asked about: a file's text is asked about by the engine, then by
+# the analyzer and each pattern rule, and a trigger pattern scans the whole text (a regular
+# expression such as TL201's, tried at every word, is the costliest part of the pre-filter).
+_ANSWERED_FOR: Optional[str] = None
+_ANSWERS: Dict[int, Tuple[object, bool]] = {}  # id(rule or pattern) -> (it, answer)
+
+
+def _may_fire(rule: Rule, source: str) -> bool:
     if rule.triggers or rule.trigger_patterns:
-        if not (any(t in source for t in rule.triggers) or any(p.search(source) for p in rule.trigger_patterns)):
+        if not (any(t in source for t in rule.triggers) or any(_found(p, source) for p in rule.trigger_patterns)):
             return False
     return all(any(text in source for text in group) for group in rule.requires)
+
+
+def _found(pattern: "re.Pattern[str]", source: str) -> bool:
+    """Several rules share a pattern (TL201 and TL503): searched once per text."""
+    known = _ANSWERS.get(id(pattern))
+    if known is None or known[0] is not pattern:
+        known = _ANSWERS[id(pattern)] = (pattern, pattern.search(source) is not None)
+    return known[1]
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,7 +22,7 @@ from .findings import FileError, FileNote, Finding
 from .notebooks import load_notebook
 from .static import library
 from .static.project import Project, parsed_count, parsed_since  # no libcst: see analyze_results
-from .suppression import Suppressions, parse_suppressions
+from .suppression import Suppressions, may_skip_file, parse_suppressions
 
 PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
 
@@ -117,13 +117,15 @@ def check_source(text: str, path: str, settings: Settings, project: Optional[Pro
 
 def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config, position=None,
                      project: Optional[Project] = None, incomplete: Optional[List[str]] = None) -> List[Finding]:
-    suppressions = parse_suppressions(text)
-    if suppressions.skip_file:
+    if may_skip_file(text) and parse_suppressions(text).skip_file:
         return []
     catalog = load_catalog()
-    findings = []
+    findings: List[Finding] = []
     # With no rules left for the file, analyze still reports a syntax error: the file is not Python.
     results = analyze_results(text, rules, position, project, incomplete)
+    if not results:
+        return findings  # the file's comments are read only when there is something to suppress
+    suppressions = parse_suppressions(text)
     elsewhere: Dict[Path, Suppressions] = {}
     for result in results:
         line, column, end_line, end_column = result.span

@@ -31,6 +31,11 @@ def _codes(text: Optional[str]) -> Set[str]:
     return {code.upper() for code in re.split(r"[,\s]+", text) if code}
 
 
+def may_skip_file(source: str) -> bool:
+    """Could ``source`` hold a skip-file comment? (Cheap; ``parse_suppressions`` says for sure.)"""
+    return _SKIP_FILE.search(source) is not None
+
+
 def parse_suppressions(source: str) -> Suppressions:
     """Real comments only (tokenize), so text in strings never suppresses; cheap when none exist."""
     result = Suppressions()
