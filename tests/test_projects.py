@@ -128,3 +128,21 @@ def test_the_project_gate_reads_calls_of_imported_names_aliases_modules_and_star
     for source, expected in trains.items():
         script.write_text(source, encoding="utf-8")
         assert project.imports_training_text(source) is expected, source
+
+
+def test_a_finding_in_an_imported_module_reads_the_same_from_each_checked_file(tmp_path):
+    """engine.py's clip after step, reached from train.py and checked in engine.py itself, is one
+    finding: its message names lines as seen from engine.py both times."""
+    (tmp_path / "engine.py").write_text(
+        "def train_one_epoch(model, loader, optimizer):\n"
+        "    for x in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        model(x).backward()\n"
+        "        optimizer.step()\n"
+        "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom engine import train_one_epoch\n"
+        "for epoch in range(3):\n    train_one_epoch(model, loader, optimizer)\n", encoding="utf-8")
+    report = check_paths([str(tmp_path)], Settings(rules=frozenset({"TL101"}), cache=False))
+    assert [(Path(f.path).name, f.line) for f in report.findings] == [("engine.py", 6)]
+    assert "after optimizer.step() (line 5)" in report.findings[0].message

@@ -297,20 +297,25 @@ def _analyze_results(
         spans.update(other_spans)
         origins.update((key, other) for key in other_spans)
 
-    def line_of(event: Event) -> Optional[str]:
-        return line_of_site(event.site)
-
-    def line_of_site(site: cst.CSTNode) -> Optional[str]:
-        span = spans.get(id(site))
-        if span is None:
-            return None
-        other = origins.get(id(site))
-        return f"{_shown(other.path, project)} line {span[0]}" if other is not None else position(span[0])
+    def lines_seen_from(home: Optional[ModuleModel]) -> Callable[[cst.CSTNode], Optional[str]]:
+        """Where a statement is, as a message reported in ``home`` (None: the checked file) says
+        it: a plain line in the same file, else the file's name too. A finding in engine.py says
+        the same whether train.py or engine.py was checked, so the two are one finding."""
+        def line_of_site(site: cst.CSTNode) -> Optional[str]:
+            span = spans.get(id(site))
+            if span is None:
+                return None
+            where = origins.get(id(site))
+            if where is home or (where is not None and home is not None and where.path == home.path):
+                return position(span[0]) if where is None else f"line {span[0]}"
+            return f"{_shown(where.path if where is not None else project.path, project)} line {span[0]}"
+        return line_of_site
 
     def trace(violation: Violation) -> Tuple[str, ...]:
         witness = witnesses.get(violation)
         if witness is None:
             return ()
+        line_of_site = lines_seen_from(origins.get(id(violation.at.site)))
         lines = []
         if witness.calls:
             lines.append("through " + " -> ".join(
@@ -318,15 +323,19 @@ def _analyze_results(
         for condition, value in sorted(witness.assume):
             lines.append(f"on this path `{condition}` is {'true' if value else 'false'}")
         for role, event in sorted(violation.related, key=lambda r: spans.get(id(r[1].site), (0,))):
-            lines.append(f"{role}: {event.label} ({line_of(event) or 'unknown line'})")
-        lines.append(f"reported: {violation.at.label} ({line_of(violation.at) or 'unknown line'})")
+            lines.append(f"{role}: {event.label} ({line_of_site(event.site) or 'unknown line'})")
+        lines.append(f"reported: {violation.at.label} ({line_of_site(violation.at.site) or 'unknown line'})")
         return tuple(lines)
+
+    def message_of(violation: Violation) -> str:
+        line_of_site = lines_seen_from(origins.get(id(violation.at.site)))
+        return checker.render(violation, lambda event: line_of_site(event.site))
 
     def line_of_node(node: cst.CSTNode) -> Optional[str]:
         return position(positions[node].start.line) if node in positions else None
 
     candidates = [
-        (v.rule, v.at.site, lambda v=v: checker.render(v, line_of), v.related, v.at, lambda v=v: trace(v)) for v in violations
+        (v.rule, v.at.site, lambda v=v: message_of(v), v.related, v.at, lambda v=v: trace(v)) for v in violations
     ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None, tuple) for m in matches]
     results = []
     seen = set()
