@@ -5,6 +5,7 @@ findings, in whichever file they are, must be exactly the ``# expect:`` comments
 """
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from fixture_expectations import PROJECTS, expected_findings
 from trainlint.catalog import load_catalog
 from trainlint.config import find_config
 from trainlint.engine import Settings, check_paths
+from trainlint.static import project as project_modules
 
 ALL_RULES = frozenset(r.id for r in load_catalog().values() if not r.opt_in)
 PROJECT_DIRS = sorted(p for p in PROJECTS.iterdir() if p.is_dir())
@@ -36,6 +38,35 @@ def _actual(project: Path, paths, cache=False):
 @pytest.mark.parametrize("project", PROJECT_DIRS, ids=lambda p: p.name)
 def test_project_findings_match_expectations(project):
     assert _actual(project, [project]) == _expected(project)
+
+
+@pytest.mark.parametrize("project", PROJECT_DIRS, ids=lambda p: p.name)
+def test_a_check_keeps_the_modules_it_reads_while_it_runs(project, monkeypatch):
+    """With room for a single kept model, every module a check reads is evicted at once and,
+    collection off, freed as soon as nothing holds it: the findings are the same."""
+    monkeypatch.setattr(project_modules, "MAX_PARSED", 1)
+    project_modules.forget_parsed()
+    gc.disable()
+    try:
+        assert _actual(project, [project]) == _expected(project)
+    finally:
+        gc.enable()
+        project_modules.forget_parsed()
+
+
+def test_a_module_read_during_a_check_lives_until_the_check_ends(tmp_path):
+    """A model's functions link to it weakly: a check pins what it reads, even once evicted."""
+    (tmp_path / "helpers.py").write_text("def helper(optimizer):\n    optimizer.step()\n", encoding="utf-8")
+    project_modules.forget_parsed()
+    gc.disable()
+    try:
+        with project_modules.pinning():
+            helper = project_modules._load(tmp_path / "helpers.py").functions["helper"]
+            project_modules.forget_parsed()  # evicted, as by other modules read after it
+            assert helper.owner is not None and "helper" in helper.owner.functions
+        assert helper.owner is None  # freed once the check is over
+    finally:
+        gc.enable()
 
 
 def test_checking_only_the_entry_script_reports_the_statement_in_the_module_it_imports():

@@ -49,14 +49,15 @@ def pinning() -> Iterator[None]:
     """Every model read during the block stays alive until its end. A model's functions link to
     it weakly (see ``module.Function``), and a check may read more modules than are kept: the
     functions it holds must not lose their module before it is done with them."""
-    outermost = _PINNED is None
-    if outermost:
-        globals()["_PINNED"] = {}
+    global _PINNED
+    if _PINNED is not None:  # within a check already: its pins hold
+        yield
+        return
+    _PINNED = {}
     try:
         yield
     finally:
-        if outermost:
-            globals()["_PINNED"] = None
+        _PINNED = None
 
 
 def _pin(model: Optional[ModuleModel]) -> Optional[ModuleModel]:
