@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=default_jobs())
     parser.add_argument("--skip-parse", action="store_true", help="skip the (slow) parse floor")
     args = parser.parse_args()
-    files, _ = discover(args.dirs, Path.cwd(), respect_gitignore=False)
+    files = discover(args.dirs, Path.cwd(), respect_gitignore=False).files
     files = [f for f in files if f.suffix == ".py"]
     lines = sum(f.read_bytes().count(b"\n") for f in files)
     print(f"{len(files)} files, {lines} lines, {args.jobs} jobs available")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cli_support import BOTH, CLEAN, CLIP_AFTER_STEP, run_json, write
+from cli_support import BOTH, CLEAN, CLIP_AFTER_STEP, run, run_json, write
 from trainlint import cache as cache_module
 
 
@@ -79,6 +79,20 @@ def test_gitignore_is_respected_inside_a_git_repo(tmp_path):
     assert len(everything["findings"]) == 3
     _, explicit = run_json(tmp_path / "scratch.py")
     assert len(explicit["findings"]) == 1, "an explicitly named file is checked"
+
+
+def test_a_directory_whose_files_git_all_ignores_says_so_and_names_the_flag(tmp_path):
+    """An installed package inside a git-managed tree (pyenv ignores its /versions): every file is
+    left out, and a bare "no Python files found" would not say why."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    write(tmp_path, ".gitignore", "/versions\n")
+    write(tmp_path, "versions/pkg/train.py", CLIP_AFTER_STEP)
+    write(tmp_path, "versions/pkg/util.py", CLEAN)
+    result = run(tmp_path / "versions" / "pkg")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert ("warning: no Python files found under the given paths (2 files left out because git ignores them; "
+            "--no-respect-gitignore checks them)") in result.stderr
+    assert "git ignores" not in run(write(tmp_path, "empty/README.md", "").parent).stderr
 
 
 def test_cache_directory_marks_itself(tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ from .reporters import FORMATS
 from .reporters.text import color_enabled, render_errors, summary
 
 if TYPE_CHECKING:  # the engine loads when files are checked: --version, rules, explain stay light
-    from .engine import Settings
+    from .engine import Report, Settings
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 _checked = False  # a `check` ran to its exit status: see ``entry``
@@ -147,11 +147,20 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
         click.echo(render_errors(report), err=True, nl=False)
         if not quiet:
             if not report.files and not report.errors:
-                click.echo("warning: no Python files found under the given paths", err=True)
+                click.echo("warning: no Python files found under the given paths" + _git_ignored_hint(report), err=True)
             click.echo(summary(report), err=True)
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)
+
+
+def _git_ignored_hint(report: Report) -> str:
+    """Why a directory full of Python files checked none: git ignores them all (an installed
+    package inside a tool's git-managed tree, a build output)."""
+    if not report.git_ignored:
+        return ""
+    files = f"{report.git_ignored} file{'s' if report.git_ignored != 1 else ''}"
+    return f" ({files} left out because git ignores them; --no-respect-gitignore checks them)"
 
 
 def entry() -> None:

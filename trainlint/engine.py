@@ -71,6 +71,7 @@ class Report:
     errors: List[FileError] = field(default_factory=list)
     files: int = 0  # files checked (including those with errors)
     incomplete: List[FileNote] = field(default_factory=list)  # what budgets left out, per file
+    git_ignored: int = 0  # files found in the directories given but left out as git ignores them
 
 
 def combine(reports: Iterable[Report]) -> Report:
@@ -80,6 +81,7 @@ def combine(reports: Iterable[Report]) -> Report:
         total.findings.extend(report.findings)
         total.errors.extend(report.errors)
         total.files += report.files
+        total.git_ignored += report.git_ignored
         total.incomplete.extend(report.incomplete)
     total.findings.sort(key=lambda f: (f.path, f.cell or 0, f.line, f.column, f.rule))
     total.errors.sort()
@@ -222,8 +224,9 @@ def _check_file_star(args: Tuple[Path, Settings]) -> FileResult:
 
 def check_paths(paths: Iterable[str], settings: Settings) -> Report:
     """Every file under ``paths``, each file's failure an error of its own (never an exception)."""
-    files, errors = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
-    report = Report(errors=[replace(e, path=display_path(Path(e.path))) for e in errors], files=len(files))
+    files, errors, git_ignored = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
+    report = Report(errors=[replace(e, path=display_path(Path(e.path))) for e in errors], files=len(files),
+                    git_ignored=git_ignored)
     if settings.jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
         from concurrent.futures import ProcessPoolExecutor  # only worth importing for many files
 
@@ -288,7 +291,7 @@ def fix_paths(paths: Iterable[str], settings: Settings, write: bool) -> List[Cha
     from .fix import fix_source
     from .static.analyzer import AnalysisError
 
-    files, _ = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore)
+    files = discover(paths, settings.config.root, settings.config.exclude, settings.respect_gitignore).files
     changes = []
     for path in files:
         if path.suffix != ".py":

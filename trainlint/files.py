@@ -10,7 +10,7 @@ import stat
 import subprocess
 import tokenize
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, List, NamedTuple, Optional, Sequence
 
 from .findings import FileError
 
@@ -87,14 +87,21 @@ def path_error(name: str) -> Optional[str]:
     return None
 
 
+class Discovery(NamedTuple):
+    files: List[Path]  # sorted
+    errors: List[FileError]
+    git_ignored: int  # source files found in directories but left out because git ignores them
+
+
 def discover(
     paths: Iterable[str], root: Path, exclude: Sequence[str] = (), respect_gitignore: bool = True
-) -> Tuple[List[Path], List[FileError]]:
-    """Files to check, sorted. Explicitly named files are checked unless the config excludes them;
+) -> Discovery:
+    """Files to check. Explicitly named files are checked unless the config excludes them;
     directories are searched for ``*.py``/``*.ipynb`` files, skipping VCS, virtualenv and build
     directories and, inside a git work tree, what git ignores."""
     files: List[Path] = []
     errors: List[FileError] = []
+    git_ignored = 0
     for name in paths:
         path = Path(name)
         problem = path_error(name)
@@ -104,13 +111,15 @@ def discover(
             loops: List[Path] = []
             found = list(_walk(path, root, exclude, errors, loops))
             if respect_gitignore:
+                walked = len(found)
                 found, loops = git_unignored(path, found), git_unignored(path, loops)
+                git_ignored += walked - len(found)
             files.extend(found)
             errors.extend(FileError(str(loop), "symbolic link loop") for loop in loops)
         elif not is_excluded(path, root, exclude):
             files.append(path)
     unique = sorted(dict.fromkeys(files), key=lambda p: p.as_posix())
-    return unique, errors
+    return Discovery(unique, errors, git_ignored)
 
 
 def _walk(top: Path, root: Path, exclude: Sequence[str], errors: List[FileError], loops: List[Path]) -> Iterable[Path]:
