@@ -71,6 +71,20 @@ def test_diff_prints_and_writes_nothing(tmp_path):
     assert path.read_text(encoding="utf-8") == CLIP_AFTER_STEP
 
 
+def test_diff_reports_the_files_it_could_not_analyze_and_the_paths_it_could_not_find(tmp_path):
+    """--diff prints the diffs of the files it can fix, and still says which it could not look at:
+    exit 2, as a check would, not "0 files would be fixed" and a clean exit."""
+    fixable = write(tmp_path, "train.py", CLIP_AFTER_STEP)
+    broken = write(tmp_path, "broken.py", "def f(:\n")
+    result = run("--diff", fixable, broken, tmp_path / "missing.py")
+    assert result.exit_code == 2
+    assert "+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)" in result.stdout
+    assert "broken.py: error: syntax error at line 1" in result.stderr
+    assert "missing.py: error: " in result.stderr
+    assert "1 file would be fixed." in result.stderr
+    assert run("--diff", broken).exit_code == 2 and run("--diff", fixable).exit_code == 1
+
+
 def test_fix_writes_and_then_reports_clean(tmp_path):
     path = write(tmp_path, "train.py", CLIP_AFTER_STEP)
     result = run("--fix", path)

@@ -125,11 +125,13 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
         cache=not no_cache, jobs=jobs or default_jobs(), respect_gitignore=not no_respect_gitignore,
     )
     if fix or show_diff:
-        changes = [change for group, settings in plan for change in fix_paths(group, settings, write=fix)]
+        unanalyzed: List[FileError] = []
+        changes = [change for group, settings in plan for change in fix_paths(group, settings, fix, unanalyzed)]
         if show_diff:
             click.echo("".join(change.diff for change in changes), nl=False)
+            click.echo(render_errors(Report(errors=sorted(errors + unanalyzed))), err=True, nl=False)
             click.echo(f"{len(changes)} file{'s' if len(changes) != 1 else ''} would be fixed.", err=True)
-            sys.exit(EXIT_FINDINGS if changes else EXIT_CLEAN)
+            sys.exit(EXIT_ERROR if errors or unanalyzed else EXIT_FINDINGS if changes else EXIT_CLEAN)
         for change in changes:
             if change.error is None:
                 click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)

@@ -282,10 +282,13 @@ class Change:
     error: Optional[str] = None  # why the fix could not be written (the file is left as it was)
 
 
-def fix_paths(paths: Iterable[str], settings: Settings, write: bool) -> List[Change]:
+def fix_paths(paths: Iterable[str], settings: Settings, write: bool,
+              unanalyzed: Optional[List[FileError]] = None) -> List[Change]:
     """Autofix every Python file (notebooks are not rewritten); with ``write``, save the result in
-    the file's own encoding and line endings. Files that cannot be read are left to the check;
-    a file that cannot be written is a change with an ``error``, and the other files are fixed."""
+    the file's own encoding and line endings. A file that cannot be read or analyzed is left as it
+    is, with its error in ``unanalyzed`` (``--diff`` reports it; ``--fix`` leaves it to the check
+    that follows); a file that cannot be written is a change with an ``error``, and the other files
+    are fixed."""
     import difflib
 
     from .fix import fix_source
@@ -300,7 +303,10 @@ def fix_paths(paths: Iterable[str], settings: Settings, write: bool) -> List[Cha
             data = read_bytes(path)
             text = decode_source(data)
             fixed, rules = fix_source(text, rules_for(path, settings))
-        except (SourceError, AnalysisError, RecursionError):
+        except (SourceError, AnalysisError, RecursionError) as exc:
+            if unanalyzed is not None:
+                reason = "nesting too deep to analyze" if isinstance(exc, RecursionError) else str(exc)
+                unanalyzed.append(FileError(display_path(path), reason))
             continue
         if fixed == text:
             continue
