@@ -334,7 +334,7 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
         if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
             continue
-        if not ctx.sites.in_training_loop(site) or _best_model_export(ctx, site):
+        if not ctx.sites.in_training_loop(site) or (_best_model_export(ctx, site) and not _resumed_from(ctx, site)):
             continue
         schedule_lost = scheduled and restored is None and not _saves_scheduler(ctx, saved)
         if not stateful and not schedule_lost:
@@ -517,6 +517,35 @@ def _best_model_export(ctx: Context, site) -> bool:
     if len(site.call.args) > 1 and _BEST.search(ctx.code(site.call.args[1].value)):
         return True
     return bool(ctx.sites.named("save_state"))
+
+
+def _resumed_from(ctx: Context, site) -> bool:
+    """Does the program resume training from the file this call saves? It ``torch.load``\ s the
+    same path and takes the epoch or step to start at out of it (``start_epoch =
+    checkpoint["epoch"]``): then even a best-so-far snapshot is the run's resume point."""
+    target = site.call.args[1].value if len(site.call.args) > 1 else None
+    if not isinstance(target, cst.SimpleString):
+        return False
+    holders = set()
+    for load in ctx.sites.sites:
+        source = load.call.args[0].value if load.call.args else None
+        if dotted(load.call.func) != "torch.load" or not isinstance(source, cst.SimpleString):
+            continue
+        if source.evaluated_value != target.evaluated_value:
+            continue
+        smalls = load.statement.body if isinstance(load.statement, cst.SimpleStatementLine) else ()
+        for small in smalls:  # checkpoint = torch.load("./checkpoint/ckpt.pth")
+            if isinstance(small, cst.Assign) and small.value is load.call and len(small.targets) == 1:
+                if isinstance(small.targets[0].target, cst.Name):
+                    holders.add(small.targets[0].target.value)
+    assigns = ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]
+    return bool(holders) and any(
+        isinstance(name, cst.Name) and _RESUME_COUNTER.search(name.value) and isinstance(value, cst.Subscript)
+        and isinstance(value.value, cst.Name) and value.value.value in holders
+        for name, value in assigns)
+
+
+_RESUME_COUNTER = re.compile(r"epoch|step", re.IGNORECASE)
 
 
 def _has_optimizer_entry(saved: cst.BaseExpression) -> bool:
