@@ -27,6 +27,7 @@ from .evidence import Evidence
 from .extract import Extractor, Frame
 from .module import Function, ModuleModel, block
 from .calls import literal_bool
+from .comparisons import Comparison, comparison, floors, satisfiable
 from .names import dotted, selectors
 from .budget import CALL_DEPTH, LOOP_ROUNDS, Budget
 from .project import Project
@@ -140,6 +141,8 @@ class Interpreter:
         self._calls: Dict[int, List[cst.Call]] = {}
         self._relevance: Dict[int, bool] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
+        self._comparisons: Dict[str, Optional[Comparison]] = {}  # condition key -> it as a comparison with an integer
+        self._floors: Optional[Dict[str, int]] = None  # see comparisons.floors
         self._synthetic: List[cst.For] = []  # loops a framework runs (see run_framework_loops)
         self._calls_parameter: Dict[int, bool] = {}
         self._passed_conditions: Set[str] = set()  # condition keys passed as arguments (see _bind_conditions)
@@ -530,8 +533,16 @@ class Interpreter:
             # ``if p.grad is not None:`` over the parameters after a backward: they have gradients.
             return self.block(body, states, true_frame), (), [], frame  # its else is not run
         true_states, false_states = [], []
+        compared = self._comparisons.get(key)
         for state in states:
             assumed = dict(state.assume).get(key)
+            if compared is not None and assumed is None:
+                can_be_true = self._can_hold(state.assume, compared, polarity)
+                can_be_false = self._can_hold(state.assume, compared, not polarity)
+                if can_be_true != can_be_false:  # the other assumptions decide this test
+                    assumed = polarity if can_be_true else not polarity
+                elif not can_be_true:
+                    continue  # the path itself cannot run
             if assumed is None or assumed == polarity:
                 if fires in state.unfired:
                     state_true = replace(state, unfired=state.unfired - {fires})
@@ -589,7 +600,18 @@ class Interpreter:
         key = " ".join(self.model.module.code_for_node(test).split())
         if key not in self._cond_names:
             self._cond_names[key] = frozenset(_paths(test))
+            self._comparisons[key] = comparison(test, self.model.module.code_for_node)
         return key, polarity
+
+    def _can_hold(self, assume: FrozenSet[Tuple[str, bool]], compared: Comparison, holds: bool) -> bool:
+        """Can a path with these assumptions also have ``compared`` hold (or not)? Only its
+        comparisons of the same expression with integers matter (see comparisons.py)."""
+        if self._floors is None:
+            self._repeated_conditions()  # every tested condition's key, so every comparison, is known
+            self._floors = floors(c for c in self._comparisons.values() if c is not None)
+        facts = [(other, value) for key, value in assume
+                 for other in (self._comparisons.get(key),) if other is not None and other.subject == compared.subject]
+        return satisfiable(facts + [(compared, holds)], self._floors.get(compared.subject))
 
     def _boundary(self, test: cst.BaseExpression, frame: Optional[Frame] = None, depth: int = 0) -> Optional[str]:
         """``k`` when a condition marks an accumulation boundary (``(i + 1) % k == 0``...),
