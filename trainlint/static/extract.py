@@ -70,6 +70,10 @@ class Frame:
     # The ``value == literal`` tests of the enclosing ifs of this function: an attribute assigned
     # different objects under such tests is, here, the one assigned under the same tests.
     held: Tuple[Selector, ...] = ()
+    # Counters of the enclosing ``for i, x in enumerate(...)`` / ``for i in range(n)`` loops known
+    # to be 0 (their first pass runs) or known not to be (a later pass): ``if i == 0:`` is decided.
+    first_pass: FrozenSet[str] = frozenset()
+    later_pass: FrozenSet[str] = frozenset()
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.

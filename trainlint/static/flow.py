@@ -143,6 +143,9 @@ class Interpreter:
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
         self._comparisons: Dict[str, Optional[Comparison]] = {}  # condition key -> it as a comparison with an integer
         self._floors: Optional[Dict[str, int]] = None  # see comparisons.floors
+        # ``if loss.requires_grad:`` tests grad mode and the parameters, not the batch: the same
+        # branch on every pass of a loop that recomputes ``loss`` (not so for ``for p in params``).
+        self._grad_mode_tests: Set[str] = set()
         self._synthetic: List[cst.For] = []  # loops a framework runs (see run_framework_loops)
         self._calls_parameter: Dict[int, bool] = {}
         self._passed_conditions: Set[str] = set()  # condition keys passed as arguments (see _bind_conditions)
@@ -525,8 +528,10 @@ class Interpreter:
         # Only a condition tested again later is worth remembering: others would multiply paths.
         # In a training loop, a condition on names no pass changes (``if args.inference_only:``)
         # is tested again by the next pass, and takes the same branch there.
+        if _requires_grad_of(stmt.test) not in (None, *frame.loop_vars):
+            self._grad_mode_tests.add(key)
         remember = self._repeated_conditions().get(key, 0) > 1 or key in self._root._passed_conditions or (
-            frame.varying is not None and not self._varies(key, frame.varying)
+            frame.varying is not None and (not self._varies(key, frame.varying) or key in self._grad_mode_tests)
         )
         fires = id(stmt)
         if _tests_grad_presence(stmt.test):
@@ -534,9 +539,12 @@ class Interpreter:
             return self.block(body, states, true_frame), (), [], frame  # its else is not run
         true_states, false_states = [], []
         compared = self._comparisons.get(key)
+        taken = _taken_on_this_pass(stmt.test, frame)
         for state in states:
             assumed = dict(state.assume).get(key)
-            if compared is not None and assumed is None:
+            if taken is not None:  # ``if i == 0:`` on the first pass of ``for i, x in enumerate(...)``, or a later one
+                assumed = polarity if taken else not polarity
+            elif compared is not None and assumed is None:
                 can_be_true = self._can_hold(state.assume, compared, polarity)
                 can_be_false = self._can_hold(state.assume, compared, not polarity)
                 if can_be_true != can_be_false:  # the other assumptions decide this test
@@ -697,9 +705,7 @@ class Interpreter:
             boundaries = self._boundaries_in(body, frame)
             if boundaries:
                 states = [replace(s, unfired=s.unfired | boundaries) for s in states]
-        firsts = self._first_pass_tests(stmt, body)
-        if firsts:
-            states = [replace(s, unfired=s.unfired | firsts) for s in states]
+        counter = _pass_counter(stmt)
         if self._only_scheduler_steps(stmt, frame):
             # ``for _ in range(n): scheduler.step()`` fast-forwards a schedule on purpose.
             frame = replace(frame, explicit_schedule=True)
@@ -710,6 +716,10 @@ class Interpreter:
             if counted is not None:
                 frame = replace(frame, counters=frame.counters + ((id(stmt),) + counted,))
         result = Outcome()
+        later_frame = frame
+        if counter is not None:  # the first pass has ``i == 0``, every later one not
+            later_frame = replace(frame, first_pass=frame.first_pass - {counter}, later_pass=frame.later_pass | {counter})
+            frame = replace(frame, first_pass=frame.first_pass | {counter}, later_pass=frame.later_pass - {counter})
         first = self.block(body, states, frame)
         result.returns += first.returns
         head = first.normal or first.continues  # the first pass completes unless it cannot
@@ -723,7 +733,7 @@ class Interpreter:
         rounds = 0
         while work and rounds < LOOP_ROUNDS:
             rounds += 1
-            again = self.block(body, self._feed(work, iteration), frame)
+            again = self.block(body, self._feed(work, iteration), later_frame)
             result.breaks += again.breaks
             result.returns += again.returns
             new = [s for s in (self._forget(s, assigned) for s in again.normal + again.continues) if s not in seen]
@@ -743,35 +753,9 @@ class Interpreter:
             fired_breaks = [s for s in result.breaks if (s.unfired & boundaries) != boundaries]
             result.breaks = _strip(fired_breaks or result.breaks, boundaries)
             result.returns = _strip(result.returns, boundaries)
-        if firsts:
-            # The first pass takes ``if i == 0:`` (a loop over something non-empty).
-            exits = _strip([s for s in exits if not s.unfired & firsts] or exits, firsts)
-            result.breaks = _strip(result.breaks, firsts)
-            result.returns = _strip(result.returns, firsts)
         if stmt.orelse is not None and exits:
-            exits = self.block(block(stmt.orelse.body), exits, frame).normal
+            exits = self.block(block(stmt.orelse.body), exits, later_frame).normal
         return Outcome(normal=self.budget.paths(exits + result.breaks), returns=result.returns)
-
-    def _first_pass_tests(self, stmt, body: Sequence[cst.CSTNode]) -> FrozenSet[int]:
-        """``if i == 0:`` directly in the body of ``for i, x in enumerate(...)`` / ``for i in
-        range(n)``: the first pass takes it."""
-        if not isinstance(stmt, cst.For):
-            return frozenset()
-        target = stmt.target
-        if isinstance(target, cst.Tuple) and target.elements and _last_name(stmt.iter.func if isinstance(stmt.iter, cst.Call) else stmt.iter) == "enumerate":
-            target = target.elements[0].value
-        elif not (isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and len(stmt.iter.args) == 1):
-            return frozenset()
-        if not isinstance(target, cst.Name):
-            return frozenset()
-        found = set()
-        for inner in body:
-            test = inner.test if isinstance(inner, cst.If) else None
-            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal) \
-                    and isinstance(test.left, cst.Name) and test.left.value == target.value \
-                    and isinstance(test.comparisons[0].comparator, cst.Integer) and test.comparisons[0].comparator.value == "0":
-                found.add(id(inner))
-        return frozenset(found)
 
     def _last_pass_test(self, test: cst.BaseExpression, frame: Frame) -> Optional[Tuple[int, bool]]:
         """(loop, truth value) when ``test`` tells the last pass of an enclosing ``for v in
@@ -934,7 +918,8 @@ class Interpreter:
     def _forget(self, state: PathState, assigned: FrozenSet[str]) -> PathState:
         if not state.assume:
             return state
-        kept = frozenset(a for a in state.assume if a[0] in self._flags or not self._varies(a[0], assigned))
+        kept = frozenset(a for a in state.assume
+                         if a[0] in self._flags or a[0] in self._grad_mode_tests or not self._varies(a[0], assigned))
         return state if kept == state.assume else replace(state, assume=kept)
 
     # ----------------------------------------------------------------- calls
@@ -1121,6 +1106,46 @@ class Interpreter:
                 if path is not None and path != arg.keyword.value:
                     bound[arg.keyword.value] = path
         return tuple(sorted(bound.items()))
+
+
+def _pass_counter(stmt) -> Optional[str]:
+    """``i`` of ``for i, x in enumerate(...)`` (no start) or ``for i in range(n)``: 0 on the first
+    pass only."""
+    if not isinstance(stmt, cst.For) or not isinstance(stmt.iter, cst.Call):
+        return None
+    target = stmt.target
+    called = _last_name(stmt.iter.func)
+    if called == "enumerate" and isinstance(target, cst.Tuple) and target.elements and len(stmt.iter.args) == 1:
+        target = target.elements[0].value
+    elif called != "range" or len(stmt.iter.args) != 1:
+        return None
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _taken_on_this_pass(test: cst.BaseExpression, frame: Frame) -> Optional[bool]:
+    """Is ``if i == 0:`` (``i != 0``, ``not i == 0``) taken, where the frame knows whether ``i``,
+    a pass counter, is 0? None for other tests."""
+    taken = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, taken = test.expression, not taken
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
+        return None
+    target, counter = test.comparisons[0], test.left.value
+    if not (isinstance(target.comparator, cst.Integer) and target.comparator.value == "0"):
+        return None
+    if not isinstance(target.operator, (cst.Equal, cst.NotEqual)) or counter not in frame.first_pass | frame.later_pass:
+        return None
+    is_zero = counter in frame.first_pass
+    return taken == (is_zero if isinstance(target.operator, cst.Equal) else not is_zero)
+
+
+def _requires_grad_of(test: cst.BaseExpression) -> Optional[str]:
+    """``loss`` for ``if loss.requires_grad:`` (or its negation), else None."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad" and isinstance(test.value, cst.Name):
+        return test.value.value
+    return None
 
 
 def _tests_grad_presence(test: cst.BaseExpression) -> bool:
