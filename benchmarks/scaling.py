@@ -27,6 +27,7 @@ runs; checked by hand at small N, where no bound of the engine is reached):
                     +1 TL101)
   nesting           depth D of alternating ``for``/``if`` around one training step (TL101)
   nesting-loops     depth D of nested ``for`` loops around one training step (TL101)
+  nesting-first-pass  the same, each loop also testing ``if e_i == 0:`` (its first pass) (TL101)
   helpers           a chain of N functions, each calling the next, the last doing backward and
                     step; the clip after the call in the training loop (TL101 across the chain)
   helpers-local     the same chain, the last function doing backward, step and clip (TL101)
@@ -96,13 +97,15 @@ def ifs_scheduler(n: int) -> Generated:
     return _ifs(n, ["scheduler.step()"], before_step=True), {"TL102": n, "TL101": 1}
 
 
-def _nested(depth: int, loops_only: bool) -> str:
+def _nested(depth: int, loops_only: bool, first_pass_tests: bool = False) -> str:
     lines = ["import torch", "", "", "def train(model, loader, cfg):",
              "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)"]
     indent = "    "
     for level in range(depth):
         if loops_only or level % 2 == 0:
             lines.append(f"{indent}for e_{level} in range(cfg.n_{level}):")
+            if first_pass_tests:  # each pass counter tested: its first and later passes differ
+                lines += [f"{indent}    if e_{level} == 0:", f"{indent}        print(e_{level})"]
         else:
             lines.append(f"{indent}if cfg.flag_{level}:")
         indent += "    "
@@ -120,6 +123,10 @@ def nesting(n: int) -> Generated:
 
 def nesting_loops(n: int) -> Generated:
     return _nested(n, loops_only=True), {"TL101": 1}
+
+
+def nesting_first_pass(n: int) -> Generated:
+    return _nested(n, loops_only=True, first_pass_tests=True), {"TL101": 1}
 
 
 def _chain(n: int, local: bool) -> str:
@@ -199,6 +206,7 @@ SHAPES: Dict[str, Tuple[Callable[[int], Generated], List[int], List[int]]] = {
     "ifs-scheduler": (ifs_scheduler, [10, 20, 40, 80, 160, 320], [4, 8]),
     "nesting": (nesting, [6, 8, 10, 12, 14, 16, 18], [2, 4]),
     "nesting-loops": (nesting_loops, [6, 8, 10, 12, 14, 16, 18], [2, 4]),
+    "nesting-first-pass": (nesting_first_pass, [6, 8, 10, 12, 14, 16, 18], [2, 4]),
     "helpers": (helpers, [2, 4, 8, 16, 32, 64, 128, 256, 512], [2, 4]),
     "helpers-local": (helpers_local, [2, 4, 8, 16, 32, 64, 128, 256, 512], [2, 4]),
     "big-file": (big_file, [5000, 10000, 20000, 50000], [200, 400]),

@@ -146,6 +146,7 @@ class Interpreter:
         # ``if loss.requires_grad:`` tests grad mode and the parameters, not the batch: the same
         # branch on every pass of a loop that recomputes ``loss`` (not so for ``for p in params``).
         self._grad_mode_tests: Set[str] = set()
+        self._zero_names: Dict[int, FrozenSet[str]] = {}  # see _zero_tested
         self._synthetic: List[cst.For] = []  # loops a framework runs (see run_framework_loops)
         self._calls_parameter: Dict[int, bool] = {}
         self._passed_conditions: Set[str] = set()  # condition keys passed as arguments (see _bind_conditions)
@@ -674,6 +675,9 @@ class Interpreter:
         """A loop run from these states, once per distinct input: the passes of an enclosing loop
         enter it again and again with the states they reached before, and re-running it each time
         would make the work exponential in the nesting depth."""
+        if frame.first_pass or frame.later_pass:
+            tested = self._zero_tested(stmt)
+            frame = replace(frame, first_pass=frame.first_pass & tested, later_pass=frame.later_pass & tested)
         key = (id(stmt), frozenset(states), frame, tuple(id(fn.node) for fn in self._stack))
         known = self._loop_memo.get(key)
         if known is None:
@@ -705,7 +709,7 @@ class Interpreter:
             boundaries = self._boundaries_in(body, frame)
             if boundaries:
                 states = [replace(s, unfired=s.unfired | boundaries) for s in states]
-        counter = _pass_counter(stmt)
+        counter = self._tested_pass_counter(stmt)
         if self._only_scheduler_steps(stmt, frame):
             # ``for _ in range(n): scheduler.step()`` fast-forwards a schedule on purpose.
             frame = replace(frame, explicit_schedule=True)
@@ -756,6 +760,24 @@ class Interpreter:
         if stmt.orelse is not None and exits:
             exits = self.block(block(stmt.orelse.body), exits, later_frame).normal
         return Outcome(normal=self.budget.paths(exits + result.breaks), returns=result.returns)
+
+    def _tested_pass_counter(self, stmt) -> Optional[str]:
+        """The loop's pass counter (``_pass_counter``) when its body tests it against 0: only then
+        do its first and later passes run in frames of their own."""
+        counter = _pass_counter(stmt)
+        return counter if counter is not None and counter in self._zero_tested(stmt) else None
+
+    def _zero_tested(self, stmt) -> FrozenSet[str]:
+        """Names the ifs inside a loop compare with 0 (``if i == 0:``): of the pass counters a
+        frame knows, the only ones the loop's exploration can depend on. A loop is run (and its
+        run remembered) in a frame that knows no others: else every enclosing loop's first and
+        later passes would explore it anew, 2^depth times."""
+        names = self._zero_names.get(id(stmt))
+        if names is None:
+            names = self._zero_names[id(stmt)] = frozenset(
+                name for node in self.model.subtree(stmt) if isinstance(node, cst.If)
+                for name in (_zero_test(node.test),) if name is not None)
+        return names
 
     def _last_pass_test(self, test: cst.BaseExpression, frame: Frame) -> Optional[Tuple[int, bool]]:
         """(loop, truth value) when ``test`` tells the last pass of an enclosing ``for v in
@@ -1122,21 +1144,29 @@ def _pass_counter(stmt) -> Optional[str]:
     return target.value if isinstance(target, cst.Name) else None
 
 
+def _zero_test(test: cst.BaseExpression) -> Optional[str]:
+    """``i`` for ``i == 0``, ``i != 0`` and their negations, else None."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
+        target = test.comparisons[0]
+        if isinstance(target.operator, (cst.Equal, cst.NotEqual)) and isinstance(target.comparator, cst.Integer) \
+                and target.comparator.value == "0":
+            return test.left.value
+    return None
+
+
 def _taken_on_this_pass(test: cst.BaseExpression, frame: Frame) -> Optional[bool]:
     """Is ``if i == 0:`` (``i != 0``, ``not i == 0``) taken, where the frame knows whether ``i``,
     a pass counter, is 0? None for other tests."""
+    counter = _zero_test(test)
+    if counter is None or counter not in frame.first_pass | frame.later_pass:
+        return None
     taken = True
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, taken = test.expression, not taken
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
-        return None
-    target, counter = test.comparisons[0], test.left.value
-    if not (isinstance(target.comparator, cst.Integer) and target.comparator.value == "0"):
-        return None
-    if not isinstance(target.operator, (cst.Equal, cst.NotEqual)) or counter not in frame.first_pass | frame.later_pass:
-        return None
     is_zero = counter in frame.first_pass
-    return taken == (is_zero if isinstance(target.operator, cst.Equal) else not is_zero)
+    return taken == (is_zero if isinstance(test.comparisons[0].operator, cst.Equal) else not is_zero)
 
 
 def _requires_grad_of(test: cst.BaseExpression) -> Optional[str]:
