@@ -14,6 +14,8 @@ from typing import Dict, Iterable, NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
+from .calls import literal_number
+
 _OPERATORS = {cst.Equal: "==", cst.NotEqual: "!=", cst.GreaterThan: ">", cst.GreaterThanEqual: ">=",
               cst.LessThan: "<", cst.LessThanEqual: "<="}
 _NEGATED = {"==": "!=", "!=": "==", ">": "<=", ">=": "<", "<": ">=", "<=": ">"}
@@ -38,11 +40,8 @@ def comparison(test: cst.BaseExpression, code) -> Optional[Comparison]:
 
 
 def _integer(node: cst.BaseExpression) -> Optional[int]:
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
-        return -int(node.expression.evaluated_value)
-    return None
+    value = literal_number(node)
+    return value if isinstance(value, int) else None
 
 
 def floors(tested: Iterable[Comparison]) -> Dict[str, int]:

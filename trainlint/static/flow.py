@@ -775,8 +775,8 @@ class Interpreter:
         names = self._zero_names.get(id(stmt))
         if names is None:
             names = self._zero_names[id(stmt)] = frozenset(
-                name for node in self.model.subtree(stmt) if isinstance(node, cst.If)
-                for name in (_zero_test(node.test),) if name is not None)
+                found[0] for node in self.model.subtree(stmt) if isinstance(node, cst.If)
+                for found in (_zero_test(node.test),) if found is not None)
         return names
 
     def _last_pass_test(self, test: cst.BaseExpression, frame: Frame) -> Optional[Tuple[int, bool]]:
@@ -1144,29 +1144,28 @@ def _pass_counter(stmt) -> Optional[str]:
     return target.value if isinstance(target, cst.Name) else None
 
 
-def _zero_test(test: cst.BaseExpression) -> Optional[str]:
-    """``i`` for ``i == 0``, ``i != 0`` and their negations, else None."""
+def _zero_test(test: cst.BaseExpression) -> Optional[Tuple[str, bool]]:
+    """(``i``, whether the test holds when ``i`` is 0) for ``i == 0``, ``i != 0`` and their
+    negations, else None."""
+    holds = True
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test = test.expression
+        test, holds = test.expression, not holds
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
         target = test.comparisons[0]
         if isinstance(target.operator, (cst.Equal, cst.NotEqual)) and isinstance(target.comparator, cst.Integer) \
                 and target.comparator.value == "0":
-            return test.left.value
+            return test.left.value, holds == isinstance(target.operator, cst.Equal)
     return None
 
 
 def _taken_on_this_pass(test: cst.BaseExpression, frame: Frame) -> Optional[bool]:
     """Is ``if i == 0:`` (``i != 0``, ``not i == 0``) taken, where the frame knows whether ``i``,
     a pass counter, is 0? None for other tests."""
-    counter = _zero_test(test)
-    if counter is None or counter not in frame.first_pass | frame.later_pass:
+    found = _zero_test(test)
+    if found is None or found[0] not in frame.first_pass | frame.later_pass:
         return None
-    taken = True
-    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test, taken = test.expression, not taken
-    is_zero = counter in frame.first_pass
-    return taken == (is_zero if isinstance(test.comparisons[0].operator, cst.Equal) else not is_zero)
+    counter, holds_at_zero = found
+    return holds_at_zero if counter in frame.first_pass else not holds_at_zero
 
 
 def _requires_grad_of(test: cst.BaseExpression) -> Optional[str]:

@@ -10,7 +10,7 @@ from ..module import Function, block
 from ..names import dotted
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
-from ..calls import arg, kwarg, literal_bool, literal_number
+from ..calls import arg, kwarg, literal_bool, literal_number, literal_str
 from ..roles import LOADER, OPTIMIZER, SCHEDULER, classify_constructor
 from ..walk import children, walk
 from . import Context, Match
@@ -520,18 +520,15 @@ def _best_model_export(ctx: Context, site) -> bool:
 
 
 def _resumed_from(ctx: Context, site) -> bool:
-    """Does the program resume training from the file this call saves? It ``torch.load``\ s the
+    """Does the program resume training from the file this call saves? It loads (``torch.load``) the
     same path and takes the epoch or step to start at out of it (``start_epoch =
     checkpoint["epoch"]``): then even a best-so-far snapshot is the run's resume point."""
-    target = site.call.args[1].value if len(site.call.args) > 1 else None
-    if not isinstance(target, cst.SimpleString):
+    target = literal_str(site.call.args[1].value) if len(site.call.args) > 1 else None
+    if target is None:
         return False
     holders = set()
-    for load in ctx.sites.sites:
-        source = load.call.args[0].value if load.call.args else None
-        if dotted(load.call.func) != "torch.load" or not isinstance(source, cst.SimpleString):
-            continue
-        if source.evaluated_value != target.evaluated_value:
+    for load in ctx.sites.named("load"):
+        if dotted(load.call.func) != "torch.load" or not load.call.args or literal_str(load.call.args[0].value) != target:
             continue
         smalls = load.statement.body if isinstance(load.statement, cst.SimpleStatementLine) else ()
         for small in smalls:  # checkpoint = torch.load("./checkpoint/ckpt.pth")
