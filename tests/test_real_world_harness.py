@@ -85,6 +85,28 @@ def test_bugs_parse():
         assert row["repo"].lower() not in HELD_OUT
 
 
+VALIDATION = HARNESS / "validation"
+
+
+def _development_repos():
+    return ({r["repo"].lower() for r in rw.read_tsv(HARNESS / "corpus.tsv", rw.CORPUS_HEADER)}
+            | {r["repo"].lower() for r in rw.load_bugs(HARNESS / "bugs.tsv")})
+
+
+def test_validation_corpus_is_new_pinned_triaged_and_not_held_out():
+    """The frozen validation split (README): repositories the development harness never saw."""
+    corpus = rw.load_corpus(VALIDATION / "corpus.tsv")
+    assert len(corpus) >= 15
+    development = _development_repos()
+    for repo, (commit, paths) in corpus.items():
+        assert repo.lower() not in development, repo
+        assert repo.lower() not in HELD_OUT and repo.split("/")[0].lower() not in HELD_OUT_OWNERS, repo
+        assert re.fullmatch(r"[0-9a-f]{40}", commit) and paths, repo
+    for (repo, file, line, rule), row in rw.load_ledger(VALIDATION / "ledger.tsv").items():
+        assert repo in corpus and file in corpus[repo][1], f"{repo} {file} is not in the validation corpus"
+        assert row["verdict"] in ("true", "debatable", "false") and row["reason"].strip()
+
+
 def test_bad_rows_are_rejected(tmp_path):
     ledger = tmp_path / "ledger.tsv"
     ledger.write_text("\t".join(rw.LEDGER_HEADER) + "\na/b\tx.py\t3\tTL101\tmaybe\twhy\n")

@@ -156,6 +156,12 @@ class Extractor:
             role = self.caller_roles.get(path)
         return role
 
+    def name_of(self, path: Optional[str]) -> Optional[str]:
+        """The checker's name for the object at ``path`` (see ``RoleTable.name_of``)."""
+        if path and path not in self.model.roles.canonical and self.caller_roles is not None:
+            return self.caller_roles.name_of(path)
+        return self.model.roles.name_of(path)
+
     def _is(self, path: Optional[str], kind: str, name_re: "re.Pattern[str]") -> bool:
         role = self.role(path)
         if role is not None:
@@ -266,13 +272,13 @@ class Extractor:
                 # ``for opt in optimizers: opt.zero_grad()``: any of them, so it matches every step.
                 return self._event(call, kind=EventKind.ZERO_GRAD, target=None, boundary=_ends_window(frame))
             if self._is(receiver, OPTIMIZER, _OPT_NAME):
-                return self._event(call, kind=EventKind.ZERO_GRAD, target=receiver, boundary=_ends_window(frame))
+                return self._event(call, kind=EventKind.ZERO_GRAD, target=self.name_of(receiver), boundary=_ends_window(frame))
             # model.zero_grad() clears the gradients of that model's parameters, whatever optimizer.
             return self._event(call, kind=EventKind.ZERO_GRAD, module=receiver, boundary=_ends_window(frame))
         if method in _CLIP_FUNCTIONS:
             return self._clip(call)
         if method == "unscale_":
-            optimizer = frame.resolve(call.args[0].value) if call.args else None
+            optimizer = self.name_of(frame.resolve(call.args[0].value)) if call.args else None
             return self._event(call, kind=EventKind.UNSCALE, target=receiver, optimizer=optimizer)
         if method == "step":
             return self._step_event(call, receiver, frame)
@@ -408,7 +414,7 @@ class Extractor:
         return self._event(
             call,
             kind=EventKind.OPTIMIZER_STEP,
-            target=optimizer,
+            target=self.name_of(optimizer),
             boundary=frame.accum is not None,
             accum=frame.accum,
             via_scaler=via_scaler,
@@ -432,7 +438,7 @@ class Extractor:
     def _sampler_target(self, receiver: Optional[str]) -> Optional[str]:
         role = self.role(receiver)
         if role is not None and role.kind == SAMPLER:
-            return receiver
+            return self.name_of(receiver)
         if role is not None and role.kind == LOADER:
             return role.sampler
         if receiver and receiver.endswith(".sampler"):

@@ -193,11 +193,15 @@ class Library:
             self._functions[key] = next((effects for names, effects in self.functions if names.match(qualified, name)), None)
         return self._functions[key]
 
-    def returns_given(self, qualified: Optional[str], name: str, receiver_role: Optional[str]) -> Optional[Returned]:
-        """What the call hands back, when the descriptions say it hands back objects."""
+    def returns_given(self, qualified: Optional[str], name: str, receiver_role: Optional[str],
+                      method: bool = True) -> Optional[Returned]:
+        """What the call hands back, when the descriptions say it hands back objects. A method
+        entry applies only to a method call (``method``), never to a function of that name."""
         for names, returned in self.returning_calls:
             if qualified and names.match(qualified, name):
                 return returned
+        if not method:
+            return None
         entry = self.returning_methods.get(name)
         if entry is not None and (entry[0] is None or receiver_role in (None, entry[0])):
             return entry[1]

@@ -9,24 +9,24 @@ import re
 import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from .calls import arg
-from .names import ImportMap, Selector, access_path, dotted, keyed, literal_key, plain_key, selectors
+from .names import ImportMap, Selector, access_path, dotted, selectors
 from .roles import (
     LOADER,
-    SAMPLER,
     SCHEDULER,
     Role,
     RoleTable,
     classify_constructor,
     role_from_annotation,
 )
-from . import library
 from .values import Values
 from .walk import Preorder, walk
+
+if TYPE_CHECKING:
+    from .objects import Obj, ObjectFlow
 
 Body = Sequence[cst.CSTNode]
 
@@ -86,6 +86,7 @@ class ModuleModel:
         self.source = source
         self.path = path  # the file, when known (other modules of a project are found from it)
         self.imports = ImportMap()
+        self.star_imports: List[str] = []  # ``from m import *``: the modules named
         self.functions: Dict[str, Function] = {}  # module-level functions
         self.methods: Dict[Tuple[str, str], Function] = {}
         self.classes: Dict[str, cst.ClassDef] = {}
@@ -109,6 +110,7 @@ class ModuleModel:
         self.project = None  # the checked file's Project, when its imports can be followed
         # Project modules whose loaders this one adopted, with their (size, mtime) then.
         self.data_sources: List[Tuple["ModuleModel", Tuple[int, int]]] = []
+        self._objects: Optional["ObjectFlow"] = None
         self._infer_roles()
 
     # ----------------------------------------------------------------- collection
@@ -163,6 +165,8 @@ class ModuleModel:
     def _collect_small(self, small: cst.BaseSmallStatement, func: Optional[Function]) -> None:
         if isinstance(small, (cst.Import, cst.ImportFrom)):
             self.imports.add(small)
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                self.star_imports.append("." * len(small.relative) + (dotted(small.module) or "") if small.module else "." * len(small.relative))
         elif isinstance(small, cst.Assign):
             for target in small.targets:
                 self._assign(func, target.target, small.value)
@@ -184,74 +188,52 @@ class ModuleModel:
             self.selected_assigns.append((func, target, value, self._under))
 
     # ----------------------------------------------------------------- roles
+    @property
+    def objects(self) -> "ObjectFlow":
+        """Which objects each expression can be (see objects.py), computed once."""
+        if self._objects is None:
+            from .objects import ObjectFlow  # objects.py builds on this module
+
+            self._objects = ObjectFlow(self)
+            self._objects.run()
+        return self._objects
+
     def _infer_roles(self) -> None:
-        scopes = [self.module_assigns] + [fn.assigns for fn in self.all_functions]
+        """The role table is a view of the object flow: each access path that holds training
+        objects of one kind gets their role, and names its objects canonically (the loader's
+        sampler, the scheduler's optimizer). An annotation is read only for a parameter no
+        object reaches."""
+        holders = self.roles.holders
+        for path, objects, _ in self.objects.paths():
+            for obj in objects:
+                if obj.role is not None:
+                    holders.setdefault(obj, path)
+        for path, objects, _ in self.objects.paths():
+            trained = [o for o in objects if o.role is not None]
+            if not trained or any(o.role.kind != trained[0].role.kind for o in trained):
+                continue
+            self.roles.set(path, self._role_of_objects(trained))
+            if len(trained) == 1:
+                self.roles.canonical.setdefault(path, holders[trained[0]])
         for name, annotation in self.roles_pending_annotations:
             self.roles.set(name, role_from_annotation(annotation))
-        # Two rounds so aliases and unpacking see roles assigned later in the file.
-        for _ in range(2):
-            for scope in scopes:
-                for target, value in scope:
-                    self._role_of_assignment(target, value, scope)
-        if self.path is not None and self._adopt_project_data(scopes):
-            for scope in scopes:  # aliases of the adopted loaders (``loader = train_loader``)
-                for target, value in scope:
-                    self._role_of_assignment(target, value, scope)
         for func, target, value, tests in self.selected_assigns:
             self._role_under_tests(func, target, value, tests)
 
-    def _adopt_project_data(self, scopes) -> bool:
-        """``train_loader, val_loader = build_loaders(cfg)`` with ``build_loaders`` in another module
-        of the project that builds a ``DistributedSampler``: the loaders and samplers it returns,
-        read in that module (the loader's sampler becomes ``train_loader.sampler`` here). Only data
-        objects cross modules this way: they are what TL301 follows from the script that builds
-        them into the loop that iterates them."""
-        from .project import data_builder  # project.py builds on this module
-
-        adopted = False
-        for scope in scopes:
-            for target, value in scope:
-                name = dotted(value.func) if isinstance(value, cst.Call) else None
-                if not name or name in self.functions or name.split(".", 1)[0] not in self.imports.names:
-                    continue
-                unpacked = isinstance(target, (cst.Tuple, cst.List))
-                targets = [e.value for e in target.elements] if unpacked else [target]
-                paths = [dotted(t) for t in targets]
-                if not all(paths) or any(self.roles.get(p) for p in paths):
-                    continue
-                builder = data_builder(self, name)
-                if builder is None or builder.owner is None:
-                    continue
-                roles = builder.owner.roles_returned(builder, len(targets) if unpacked else None)
-                for path, role in zip(paths, roles):
-                    adopted |= self._adopt(path, role, builder.owner)
-        return adopted
-
-    def _adopt(self, path: str, role: Optional[Role], other: "ModuleModel") -> bool:
-        if role is None or role.kind not in (LOADER, SAMPLER):
-            return False
+    def _role_of_objects(self, objects: List["Obj"]) -> Role:
+        role = objects[0].role
+        if any(o.role != role for o in objects[1:]):
+            # the same kind built with different facts: only what they share is known
+            role = Role(role.kind, cadence=role.cadence if all(o.role.cadence == role.cadence for o in objects) else None)
         if role.kind == LOADER:
-            sampler = other.roles.get(role.sampler) if role.sampler else None
-            if sampler is not None and sampler.kind == SAMPLER:
-                self.roles.set(f"{path}.sampler", sampler)
-                role = replace(role, sampler=f"{path}.sampler")
-            else:
-                role = replace(role, sampler=None)
-        return self.roles.set(path, role)
-
-    def roles_returned(self, fn: Function, count: Optional[int]) -> List[Optional[Role]]:
-        """The roles of what ``fn`` returns: one value, or a tuple of ``count`` (the first return
-        that gives any)."""
-        for ret in fn.returns:
-            if count is None:
-                role = self._role_in_function(fn, ret, 1)
-                if role is not None:
-                    return [role]
-            elif isinstance(ret, (cst.Tuple, cst.List, cst.Call)):
-                roles = self._roles_of_tuple(ret, count)
-                if any(roles):
-                    return roles
-        return [None] * (count or 1)
+            samplers = {s for o in objects for s in o.field("sampler")}
+            sampler = self.roles.holders.get(next(iter(samplers))) if len(samplers) == 1 else None
+            role = replace(role, sampler=sampler)
+        elif role.kind == SCHEDULER:
+            optimizers = {s for o in objects for s in o.field("optimizer")}
+            if len(optimizers) == 1 and next(iter(optimizers)) in self.roles.holders:
+                role = replace(role, optimizer=self.roles.holders[next(iter(optimizers))])
+        return role
 
     def _role_under_tests(self, func: Optional[Function], target: cst.BaseExpression,
                           value: cst.BaseExpression, tests: Tuple[Selector, ...]) -> None:
@@ -259,57 +241,12 @@ class ModuleModel:
         per-update one under ``elif cfg["kind"] == "invsqrt":``: the table's one role is the
         first; a use under the same test reads the object that test built."""
         path = dotted(target)
-        scope = func.assigns if func is not None else self.module_assigns
-        role = self.role_of_value(value)
-        if role is not None and role.kind == SCHEDULER:
-            role = _optimizer_read_from(role, scope)
-        if path is not None and role is not None and role != self.roles.get(path):
-            self.roles.alternative(path, tests, role)
-
-    def _role_of_assignment(self, target: cst.BaseExpression, value: cst.BaseExpression,
-                            scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]] = ()) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            elements = [e.value for e in target.elements]
-            for path, role in zip(elements, self._roles_of_tuple(value, len(elements))):
-                self.roles.set(dotted(path), role)
+        trained = [o for o in self.objects.eval(value, func) if o.role is not None]
+        if path is None or not trained or any(o.role.kind != trained[0].role.kind for o in trained):
             return
-        path = dotted(target)
-        if path is None and literal_key(target) is not None and self._holds_data(value):
-            path = access_path(target)  # ``samplers["train"] = DistributedSampler(...)``
-        if isinstance(value, cst.Dict):
-            self._roles_of_entries(path, value)
-        self._role_of_path(path, value, scope)
-
-    def _role_of_path(self, path: Optional[str], value: cst.BaseExpression,
-                      scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]] = ()) -> None:
-        role = self.role_of_value(value)
-        if role is not None and role.kind == SCHEDULER and isinstance(value, (cst.Name, cst.Attribute)):
-            role = _optimizer_stored_alongside(role, scope)
-        elif role is not None and role.kind == SCHEDULER:
-            role = _optimizer_read_from(role, scope)
-        constructor = self._constructor_call(value)
-        if role is not None and role.kind == LOADER and role.sampler is None and constructor is not None and path:
-            # DataLoader(ds, sampler=DistributedSampler(ds)), here or returned by a local helper:
-            # the sampler is reachable as loader.sampler.
-            inline = next((a.value for a in constructor.args if a.keyword is not None and a.keyword.value == "sampler"), None)
-            sampler_role = self.role_of_value(inline) if isinstance(inline, cst.Call) else None
-            if sampler_role is not None and sampler_role.kind == SAMPLER:
-                self.roles.set(f"{path}.sampler", sampler_role)
-                role = replace(role, sampler=f"{path}.sampler")
-        self.roles.set(path, role)
-
-    def _roles_of_entries(self, path: Optional[str], value: cst.Dict) -> None:
-        """``loaders = {"train": DataLoader(..., sampler=sampler)}``: each string-keyed entry is an
-        access path of its own (``loaders['train']``), for loaders and samplers only: the objects
-        whose passes and epochs TL301 follows (other kinds kept in a dict stay unknown)."""
-        for element in value.elements:
-            key = plain_key(element.key) if isinstance(element, cst.DictElement) else None
-            if key is not None and self._holds_data(element.value):
-                self._role_of_path(keyed(path, key), element.value)
-
-    def _holds_data(self, value: cst.BaseExpression) -> bool:
-        role = self.role_of_value(value)
-        return role is not None and role.kind in (LOADER, SAMPLER)
+        role = self._role_of_objects(trained)
+        if role != self.roles.get(path):
+            self.roles.alternative(path, tests, role)
 
     def _filled(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
         """``expr`` with its variables replaced by what was put in them (assigned, appended, or
@@ -323,49 +260,14 @@ class ModuleModel:
             return cst.List([cst.Element(self._filled(e.value, depth)) for e in expr.elements])
         return expr
 
-    def _constructor_call(self, value: cst.BaseExpression) -> Optional[cst.Call]:
-        """The call that builds the value: itself, or what a local helper returns."""
-        if not isinstance(value, cst.Call):
-            return None
-        helper = self.functions.get(dotted(value.func) or "")
-        if helper is not None and len(helper.returns) == 1 and isinstance(helper.returns[0], cst.Call):
-            return helper.returns[0]
-        return value
-
-    def role_of_value(self, value: cst.BaseExpression, depth: int = 0) -> Optional[Role]:
-        if isinstance(value, cst.IfExp):
-            return self.role_of_value(value.body, depth) or self.role_of_value(value.orelse, depth)
-        if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):
+    def role_of_value(self, value: cst.BaseExpression, fn: Optional[Function] = None) -> Optional[Role]:
+        """The role of the training objects ``value`` can be (None unless they share one kind)."""
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and fn is None:
             return self.roles.get(access_path(value))
-        if not isinstance(value, cst.Call):
+        trained = [o for o in self.objects.eval(value, fn) if o.role is not None]
+        if not trained or any(o.role.kind != trained[0].role.kind for o in trained):
             return None
-        role = classify_constructor(value, self.imports, self._filled) or self._role_of_class_alias(value)
-        if role is not None and role.kind == SAMPLER and role.shuffle is None:
-            # ``shuffle=SHUFFLE`` / ``shuffle=args.shuffle``: a constant or the command line's default
-            return replace(role, shuffle=self.values.boolean(arg(value, 3, "shuffle")))
-        if role is not None:
-            return role
-        func_path = dotted(value.func) or ""
-        method = func_path.rsplit(".", 1)[-1]
-        if method in _PASS_THROUGH and value.args and value.args[0].keyword is None:
-            # ``epoch_iterator = tqdm(train_dataloader)``: iterating it is a pass over the loader.
-            role = self.role_of_value(value.args[0].value, depth)
-            return role if role is not None and role.kind == LOADER else None
-        returned = self._returns_given(value)
-        if returned is not None:
-            roles = returned.for_count(1)
-            if roles is not None:  # ``opt = self.optimizers()``
-                return Role(roles[0]) if roles[0] is not None else None
-            if len(value.args) == 1 and value.args[0].keyword is None:
-                # accelerator.prepare(x) returns x prepared: same role.
-                return self.role_of_value(value.args[0].value, depth)
-        helper = self.functions.get(func_path)
-        if helper is not None and depth < 2:
-            for ret in helper.returns:
-                role = self._role_in_function(helper, ret, depth + 1)
-                if role is not None:
-                    return role
-        return None
+        return self._role_of_objects(trained)
 
     def _role_of_class_alias(self, call: cst.Call) -> Optional[Role]:
         """``sampler_cls = RandomSampler if single else DistributedSampler`` then
@@ -383,42 +285,6 @@ class ModuleModel:
                     return role
         return None
 
-    def _role_in_function(self, fn: Function, value: cst.BaseExpression, depth: int) -> Optional[Role]:
-        role = self.role_of_value(value, depth)
-        if role is None and isinstance(value, cst.Name):
-            for target, assigned in fn.assigns:
-                if isinstance(target, cst.Name) and target.value == value.value:
-                    role = self.role_of_value(assigned, depth)
-                    if role is not None:
-                        break
-        return role
-
-    def _returns_given(self, call: cst.Call) -> Optional[library.Returned]:
-        """What the call hands back, when the library descriptions say it hands back objects."""
-        func_path = dotted(call.func) or ""
-        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
-        receiver_role = self.roles.get(dotted(receiver)) if receiver is not None else None
-        qualified = self.imports.qualify(call.func) or (func_path if "." in func_path else None)
-        return library.current().returns_given(qualified, func_path.rsplit(".", 1)[-1], receiver_role.kind if receiver_role else None)
-
-    def _roles_of_tuple(self, value: cst.BaseExpression, count: int) -> List[Optional[Role]]:
-        if isinstance(value, (cst.Tuple, cst.List)):
-            return [self.role_of_value(e.value) for e in value.elements]
-        if isinstance(value, cst.Call):
-            returned = self._returns_given(value)
-            if returned is not None:
-                # accelerator.prepare / amp.initialize / fabric.setup return their arguments in order;
-                # deepspeed.initialize returns an engine and an optimizer (library descriptions).
-                roles = returned.for_count(count)
-                if roles is not None:
-                    return [Role(role) if role is not None else None for role in roles]
-                return [self.role_of_value(a.value) for a in value.args if a.keyword is None]
-            helper = self.functions.get(dotted(value.func) or "")
-            if helper is not None:
-                for ret in helper.returns:
-                    if isinstance(ret, cst.Tuple) and len(ret.elements) == count:
-                        return [self._role_in_function(helper, e.value, 1) for e in ret.elements]
-        return [None] * count
 
     def method_of_class(self, class_name: str, method: str) -> Optional[Function]:
         """A method of a class defined here, or imported from the project."""

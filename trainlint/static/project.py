@@ -117,7 +117,7 @@ def forget_parsed() -> None:
     _TEXT_CHECKED.clear()
     _BLOCKS.clear()
     _DIRECTORIES.clear()
-    _SAMPLER_TEXT.clear()
+    _TEXT_OF.clear()
 
 
 def remember_checked(model: ModuleModel) -> None:
@@ -321,45 +321,69 @@ def _imported(model: ModuleModel, name: str) -> Optional[Tuple[str, str]]:
     return (module_name, function_name) if module_name else None
 
 
-def data_builder(model: ModuleModel, name: str) -> Optional[Function]:
-    """The project function ``name`` refers to in ``model``, when the text of its module builds a
-    ``DistributedSampler`` (other modules are not parsed for this). One hop: the builder's own
-    module does not adopt data from further modules while it is read for this."""
-    if _ADOPTING or model.path is None:
+def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
+                        known: Dict[Path, ModuleModel]) -> Optional[Tuple[ModuleModel, str]]:
+    """(module, top-level name) of the project definition that ``name`` refers to in ``model``
+    through its imports (``from data import build``; ``d.build`` after ``import pkg.data as d``;
+    a package ``__init__`` re-exporting it, by name or with ``*``), when the text of that module
+    matches ``text`` (other modules are never parsed for this). A module whose own objects are
+    being computed is not entered again (an import cycle). ``known``: the modules the asker has
+    read already, reused (and kept alive by it) so that an object built there is one object
+    even after the module was evicted from the kept models."""
+    if model.path is None:
         return None
     directory = _directory_of(model.path)
     project = _PROJECTS.get(directory)
     if project is None:
         project = _PROJECTS[directory] = Project(model.path)
     imported = _imported(model, name)
-    path = project._find(imported[0], model) if imported is not None else None
-    stamp = _stamp(path) if path is not None and path != model.path else None
-    if stamp is None or not _builds_sampler(path, stamp):
-        return None
-    _ADOPTING.append(model.path)
-    try:
-        other = _load(path)
-    finally:
-        _ADOPTING.pop()
-    builder = other.functions.get(imported[1]) if other is not None else None
-    if builder is not None:
-        model.data_sources.append((other, stamp))
-    return builder
+    importer = model
+    for _ in range(_REEXPORT_HOPS):
+        if imported is None:
+            return None
+        module_name, defined = imported
+        path = project._find(module_name, importer)
+        if path is None or path in _FOLLOWING or not _text_matches(path, text):
+            return None
+        other = known.get(path)
+        if other is None:
+            _FOLLOWING.append(path)
+            try:
+                other = _load(path)
+            finally:
+                _FOLLOWING.pop()
+            if other is None:
+                return None
+            known[path] = other
+        stamp = _stamp(path)
+        if stamp is not None and all(source is not other for source, _ in model.data_sources):
+            model.data_sources.append((other, stamp))
+        if defined in other.functions or defined in other.classes or defined in other.objects.scopes.get(None, {}):
+            return other, defined
+        if defined in other.imports.names:
+            imported = _imported(other, defined)  # re-exported by name: follow it there
+        elif len(other.star_imports) == 1:
+            imported = (other.star_imports[0], defined)  # ``from .impl import *``
+        else:
+            return None
+        importer = other
+    return None
 
 
-_ADOPTING: List[Path] = []  # non-empty while a builder's module is read for data_builder
+_FOLLOWING: List[Path] = []  # modules being read to follow objects (an import cycle stops here)
 _PROJECTS: Dict[Path, "Project"] = {}  # a directory -> the Project its modules resolve imports in
-_SAMPLER_TEXT: Dict[Tuple[Path, Tuple[int, int]], bool] = {}
+_TEXT_OF: Dict[Tuple[Path, str], bool] = {}
 
 
-def _builds_sampler(path: Path, stamp: Tuple[int, int]) -> bool:
-    known = _SAMPLER_TEXT.get((path, stamp))
+def _text_matches(path: Path, text: "re.Pattern[str]") -> bool:
+    key = (path, text.pattern)
+    known = _TEXT_OF.get(key)
     if known is None:
         try:
-            known = "DistributedSampler" in path.read_text(encoding="utf-8", errors="replace")
+            known = bool(text.search(path.read_text(encoding="utf-8", errors="replace")))
         except OSError:
             known = False
-        _SAMPLER_TEXT[(path, stamp)] = known
+        _TEXT_OF[key] = known
     return known
 
 

@@ -1,9 +1,11 @@
-"""Role inference: which access paths hold optimizers, schedulers, scalers, samplers, loaders...
+"""Roles: what kind of training object a constructor builds, and the role table the checker reads.
 
-Roles come from constructors (resolved through imports), from aliases and tuple unpacking
-(``model, optimizer, loader = accelerator.prepare(...)``), from what local helpers return, and from
-parameter annotations. Naming conventions are used only by the event extractor, as a last resort
-for receivers no assignment explains.
+``classify_constructor`` says what a call builds (optimizer, scheduler, scaler, sampler, loader,
+...), judged by what the callee resolves to through imports or by the library descriptions. The
+``RoleTable`` maps access paths to roles; it is filled from the object flow (objects.py), which
+follows each object from where it is built to every path that can hold it. Annotations are read
+only where no object reaches a parameter. Naming conventions are used only by the event
+extractor, as a last resort for receivers nothing explains.
 """
 from __future__ import annotations
 
@@ -203,6 +205,11 @@ class RoleTable:
         self.roles: Dict[str, Role] = {}
         # path -> (the ``value == literal`` tests it was assigned under, the role it got there)
         self.alternatives: Dict[str, List[Tuple[Tuple[Selector, ...], Role]]] = {}
+        # Each training object (objects.Obj) -> the path that names it: the first that holds it.
+        # A path holding exactly one object is known by that name (``canonical``), so a sampler
+        # reached as ``train_sampler`` and as ``loader.sampler`` is one target for the checker.
+        self.holders: Dict[object, str] = {}
+        self.canonical: Dict[str, str] = {}
 
     def get(self, path: Optional[str], held: Tuple[Selector, ...] = ()) -> Optional[Role]:
         """The role of ``path``; where the same tests hold as when one of its other assignments
@@ -223,6 +230,10 @@ class RoleTable:
             return False
         self.roles[path] = role
         return True
+
+    def name_of(self, path: Optional[str]) -> Optional[str]:
+        """The name the checker knows the object at ``path`` by (``path`` itself if not one object)."""
+        return self.canonical.get(path, path) if path else path
 
     def sampler_of(self, loader_path: Optional[str]) -> Optional[str]:
         role = self.get(loader_path)

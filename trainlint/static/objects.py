@@ -1,0 +1,527 @@
+"""Abstract objects: which training objects an expression can be, followed through the program.
+
+An object is its allocation site: the constructor call of a known type (torch, or a library
+described in ``trainlint/libraries``), a library call that hands back a new object, an instance
+of a project class, or a container literal. Objects flow through assignments, tuple unpacking,
+returns, arguments bound to parameters (each function's returns are computed once per distinct
+abstract input), attributes set on ``self`` or on other objects, string-keyed and indexed
+containers, ``tqdm``-style wrappers, library calls that hand back what they are given, and imports
+of the project's own modules. An annotation or a name is never evidence here: the role table
+falls back to annotations only where no object reaches a path (see ``module.py``).
+
+Fields carry what the rules need to know about an object's relations: a loader's ``sampler``, a
+scheduler's ``optimizer``, an instance's attributes, a container's entries (``['train']``,
+``[0]``). The path-keyed role table the checker reads is a view of this flow (``paths``): every
+access path that holds objects, with the objects it can hold.
+"""
+from __future__ import annotations
+
+import re
+import weakref
+from dataclasses import replace
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from . import library
+from .calls import arg
+from .names import dotted, plain_key
+from .roles import LOADER, SAMPLER, SCHEDULER, Role, classify_constructor
+
+if TYPE_CHECKING:
+    from .module import Function, ModuleModel
+
+Objects = FrozenSet["Obj"]
+NONE: Objects = frozenset()
+# Calls that hand back their first argument's objects for iteration (a pass over ``tqdm(loader)``
+# is a pass over the loader).
+_PASS_THROUGH = frozenset({"tqdm", "trange", "prefetch", "skip_first_batches", "iter"})
+# Module methods that return the module itself.
+_FLUENT = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "eval",
+                     "requires_grad_", "to_empty"})
+_MAX_UNPACKED = 8  # optimizers handed back by one call (``opt_g, opt_d = self.optimizers()``)
+_FIELD_DEPTH = 2  # ``loaders['train'].sampler``: fields of fields named in the role table
+_ROUNDS = 3  # passes over a module's assignments: enough for aliases made before their source
+_MAX_DEPTH = 4  # calls followed inside one evaluation (callee returns through callee returns)
+# Text that can make a training object: a project module without it is never parsed for this.
+_CONSTRUCTS = re.compile(r"DataLoader|Sampler|optim|Scaler|scheduler|Loss\b|Loss\(|DistributedDataParallel|"
+                         r"FullyShard|fully_shard|prepare|initialize|\bDDP\b|\bFSDP\b")
+
+
+class Obj:
+    """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
+
+    __slots__ = ("role", "cls", "name", "fields", "__weakref__")
+
+    def __init__(self, role: Optional[Role], name: str, cls: Optional[Tuple[object, str]] = None) -> None:
+        self.role = role  # training objects: kind and literal facts; None for instances and containers
+        self.cls = cls  # project class instances: (its ModuleModel, class name)
+        self.name = name  # the code that allocated it, for messages and debugging
+        self.fields: Dict[str, Set["Obj"]] = {}
+
+    def field(self, name: str) -> Objects:
+        return frozenset(self.fields.get(name, ()))
+
+    def store(self, name: str, objects: Iterable["Obj"]) -> bool:
+        held = self.fields.setdefault(name, set())
+        before = len(held)
+        held.update(objects)
+        return len(held) != before
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<{self.role.kind if self.role else 'obj'} {self.name}>"
+
+
+class ObjectFlow:
+    """The objects of one module's expressions, computed once per module (flow-insensitive)."""
+
+    def __init__(self, model: "ModuleModel") -> None:
+        # weak, like every link back to a model: it owns this flow (see module.Function)
+        self.model = _weak(model)
+        self._allocated: Dict[Tuple[int, int], Obj] = {}  # (id(call node), index) -> its object
+        # (function or None for module level) -> access path -> objects
+        self.scopes: Dict[Optional[int], Dict[str, Set[Obj]]] = {}
+        self._scope_of: Dict[int, "Function"] = {}
+        self._class_paths: Dict[Tuple[str, str], Set[Obj]] = {}  # (class, "self.x") -> objects
+        self._summaries: Dict[tuple, Objects] = {}
+        self._active: Set[tuple] = set()
+        self._changed = False
+        self._read: Dict[object, "ModuleModel"] = {}  # project modules read for their objects, by path
+
+    # ----------------------------------------------------------------- whole module
+    def run(self) -> None:
+        model = self.model
+        scopes = [(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions]
+        for fn in model.all_functions:
+            self._scope_of[id(fn.node)] = fn
+        for _ in range(_ROUNDS):
+            self._changed = False
+            for fn, assigns in scopes:
+                for target, value in assigns:
+                    self._bind(target, self.eval(value, fn), fn)
+                if fn is not None:
+                    for loop_target, sources in _loop_targets(fn):
+                        self._bind(loop_target, self._iterated(sources, fn), fn)
+            if not self._changed:
+                break
+
+    def paths(self) -> Iterable[Tuple[str, Objects, Optional["Function"]]]:
+        """Every access path with the objects it holds (module level first, then each function,
+        then each class's ``self`` attributes), expanded one level into the fields of the objects
+        (``trainer.train_data`` for an instance, ``loader.sampler``)."""
+        for key, table in self.scopes.items():
+            fn = self._scope_of.get(key) if key is not None else None
+            for path, objects in table.items():
+                yield path, frozenset(objects), fn
+                yield from _field_paths(path, objects)
+        for (_, path), objects in self._class_paths.items():
+            yield path, frozenset(objects), None
+            yield from _field_paths(path, objects)
+
+    # ----------------------------------------------------------------- bindings
+    def _scope(self, fn: Optional["Function"]) -> Dict[str, Set[Obj]]:
+        return self.scopes.setdefault(id(fn.node) if fn is not None else None, {})
+
+    def _bind(self, target: cst.BaseExpression, objects: Objects, fn: Optional["Function"]) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for index, element in enumerate(target.elements):
+                if isinstance(element, cst.StarredElement):
+                    return
+                self._bind(element.value, _element(objects, index), fn)
+            return
+        if not objects:
+            return
+        if isinstance(target, cst.Subscript):
+            key = _subscript_key(target)
+            if key is not None:
+                for holder in self.eval(target.value, fn):
+                    self._changed |= holder.store(key, objects)
+            return
+        path = dotted(target)
+        if path is None:
+            return
+        if isinstance(target, cst.Attribute):
+            # ``trainer.loader = loader`` / ``self.loader = loader``: a field of the objects held
+            # (instances built here), and, for ``self`` in a method, a path of the whole class.
+            for holder in self.eval(target.value, fn):
+                self._changed |= holder.store(target.attr.value, objects)
+            if path.startswith("self.") and fn is not None and _method_class(fn) is not None:
+                held = self._class_paths.setdefault((_method_class(fn), path), set())
+                self._changed |= _add(held, objects)
+                return
+        self._changed |= _add(self._scope(fn).setdefault(path, set()), objects)
+
+    def _lookup(self, path: str, fn: Optional["Function"]) -> Objects:
+        scope = fn
+        while scope is not None:
+            found = self.scopes.get(id(scope.node), {}).get(path)
+            if found:
+                return frozenset(found)
+            cls = _method_class(scope)
+            if cls is not None and path.startswith("self."):
+                found = self._class_paths.get((cls, path))
+                if found:
+                    return frozenset(found)
+            scope = scope.parent
+        return frozenset(self.scopes.get(None, {}).get(path, ()))
+
+    # ----------------------------------------------------------------- expressions
+    def eval(self, expr: Optional[cst.BaseExpression], fn: Optional["Function"],
+             bound: Optional[Dict[str, Objects]] = None, depth: int = 0) -> Objects:
+        if expr is None:
+            return NONE
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            path = dotted(expr)
+            if path is not None:
+                head = path.split(".", 1)[0]
+                if bound is not None and head in bound:
+                    found = bound[head]
+                    for part in path.split(".")[1:]:
+                        found = _field(found, part)
+                    return found
+                found = self._lookup(path, fn)
+                if found:
+                    return found
+                if isinstance(expr, cst.Name):
+                    return self._imported(expr.value)
+            if isinstance(expr, cst.Attribute):
+                return _field(self.eval(expr.value, fn, bound, depth), expr.attr.value)
+            return NONE
+        if isinstance(expr, cst.Subscript):
+            key = _subscript_key(expr)
+            path = dotted(expr.value)
+            if key is None:
+                return NONE
+            return _field(self.eval(expr.value, fn, bound, depth), key) or (
+                frozenset(self._lookup(f"{path}{key}", fn)) if path else NONE)
+        if isinstance(expr, cst.IfExp):
+            return self.eval(expr.body, fn, bound, depth) | self.eval(expr.orelse, fn, bound, depth)
+        if isinstance(expr, cst.BooleanOperation):
+            return self.eval(expr.left, fn, bound, depth) | self.eval(expr.right, fn, bound, depth)
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Dict)):
+            return self._container(expr, fn, bound, depth)
+        if isinstance(expr, cst.Call):
+            return self._call(expr, fn, bound, depth)
+        return NONE
+
+    def _container(self, expr, fn, bound, depth) -> Objects:
+        entries: Dict[str, Objects] = {}
+        if isinstance(expr, cst.Dict):
+            for element in expr.elements:
+                key = plain_key(element.key) if isinstance(element, cst.DictElement) else None
+                if key is not None:
+                    entries[f"[{key!r}]"] = self.eval(element.value, fn, bound, depth)
+        else:
+            for index, element in enumerate(expr.elements):
+                if isinstance(element, cst.StarredElement):
+                    break
+                entries[f"[{index}]"] = self.eval(element.value, fn, bound, depth)
+        if not any(entries.values()):
+            return NONE
+        obj = self._allocate(expr, None, "container")
+        for key, objects in entries.items():
+            obj.store(key, objects)
+        return frozenset({obj})
+
+    def _allocate(self, node: cst.CSTNode, role: Optional[Role], name: str, cls=None, index: int = 0) -> Obj:
+        key = (id(node), index)
+        obj = self._allocated.get(key)
+        if obj is None:
+            obj = self._allocated[key] = Obj(role, name, cls)
+        return obj
+
+    def _call(self, call: cst.Call, fn, bound, depth) -> Objects:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _FLUENT:
+            return self.eval(func.value, fn, bound, depth)
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        role = classify_constructor(call, self.model.imports, self.model._filled) or self.model._role_of_class_alias(call)
+        if role is not None:
+            return frozenset({self._constructed(call, role, fn, bound, depth)})
+        name = dotted(func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last in _PASS_THROUGH and positional:
+            return frozenset(o for o in self.eval(positional[0], fn, bound, depth) if o.role and o.role.kind == LOADER)
+        if depth >= _MAX_DEPTH:
+            return NONE
+        callee = self._callee(call, fn, bound, depth)
+        if callee is not None:
+            target, instances = callee
+            args = self._arguments(call, target, fn, bound, depth, instances)
+            if target is _NO_INIT:
+                return instances
+            summary = target.owner.objects.summary(target, args, depth + 1)
+            return instances if target.name == "__init__" and instances is not None else summary
+        returned = self._library_returns(call, fn, bound, depth)
+        if returned is not None:
+            return self._handed_back(call, returned, positional, fn, bound, depth)
+        return NONE
+
+    def _handed_back(self, call, returned: library.Returned, positional, fn, bound, depth) -> Objects:
+        """``accelerator.prepare(model, opt, loader)`` hands back its arguments in order;
+        ``deepspeed.initialize`` an engine and an optimizer; ``self.optimizers()`` any number of
+        optimizers (one object, its entries the others)."""
+        if returned.each is not None:
+            first = self._allocate(call, Role(returned.each), dotted(call.func) or "returned")
+            for index in range(1, _MAX_UNPACKED):
+                first.store(f"[{index}]", {self._allocate(call, Role(returned.each), first.name, index=index)})
+            first.store("[0]", {first})
+            return frozenset({first})
+        if returned.roles is not None:
+            entries = [frozenset({self._allocate(call, Role(kind), f"{dotted(call.func)}[{index}]", index=index)})
+                       if kind else NONE for index, kind in enumerate(returned.roles)]
+        elif len(call.args) == 1 and positional:
+            return self.eval(positional[0], fn, bound, depth)
+        else:
+            entries = [self.eval(value, fn, bound, depth) for value in positional]
+        holder = self._allocate(call, None, "returned")
+        for index, objects in enumerate(entries):
+            holder.store(f"[{index}]", objects)
+        return frozenset({holder})
+
+    def _library_returns(self, call: cst.Call, fn, bound, depth) -> Optional[library.Returned]:
+        """What a library call hands back (``accelerator.prepare(...)``), when the descriptions
+        say so. A method entry applies to a method of an object that is not the project's own,
+        of the entry's kind or unknown; a plain function only by its imported qualified name."""
+        func = call.func
+        name = dotted(func) or ""
+        qualified = self.model.imports.qualify(func) or (name if "." in name else None)
+        if not isinstance(func, cst.Attribute):
+            return library.current().returns_given(qualified, name, None, method=False)
+        holders = self.eval(func.value, fn, bound, depth)
+        if any(h.cls is not None for h in holders):
+            return None
+        kinds = {h.role.kind for h in holders if h.role is not None}
+        kind = kinds.pop() if len(kinds) == 1 else None
+        return library.current().returns_given(qualified, func.attr.value, kind)
+
+    def _constructed(self, call, role: Role, fn, bound, depth) -> Obj:
+        if role.kind == SAMPLER and role.shuffle is None:
+            # ``shuffle=SHUFFLE`` / ``shuffle=args.shuffle``: a constant or the command line's default
+            role = replace(role, shuffle=self.model.values.boolean(arg(call, 3, "shuffle")))
+        obj = self._allocate(call, role, dotted(call.func) or "object")
+        if role.kind == LOADER:
+            sampler = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "sampler"), None)
+            found = self.eval(sampler, fn, bound, depth)
+            obj.store("sampler", (o for o in found if o.role is not None and o.role.kind == SAMPLER))
+        elif role.kind == SCHEDULER:
+            obj.store("optimizer", self.eval(arg(call, 0, "optimizer"), fn, bound, depth))
+        return obj
+
+    def _callee(self, call: cst.Call, fn, bound, depth) -> Optional[Tuple["Function", Optional[Objects]]]:
+        """The function a call runs and, for a class, the instance it makes (its ``__init__``
+        runs with it as ``self``)."""
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            for holder in self.eval(func.value, fn, bound, depth):
+                if holder.cls is not None:
+                    owner, class_name = holder.cls
+                    method = owner.method_of_class(class_name, func.attr.value)
+                    if method is not None:
+                        return method, frozenset({holder})
+            name = dotted(func)
+            if name is None:
+                return None
+        else:
+            name = dotted(func)
+            if name is None:
+                return None
+        local = _local_function(self.model, name, fn)
+        if local is not None:
+            return local, None
+        if name in self.model.classes:
+            return self._instance(call, self.model, name)
+        found = self._project_definition(name)
+        if found is None:
+            return None
+        other, defined = found
+        if defined in other.functions:
+            return other.functions[defined], None
+        if defined in other.classes:
+            return self._instance(call, other, defined)
+        return None
+
+    def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str):
+        instance = self._allocate(call, None, class_name, cls=(_weak(owner), class_name))
+        init = owner.method_of_class(class_name, "__init__")
+        return (init if init is not None else _NO_INIT), frozenset({instance})
+
+    def _arguments(self, call: cst.Call, target: "Function", fn, bound, depth, instances) -> Tuple[Tuple[str, Objects], ...]:
+        params = list(target.params)
+        given: Dict[str, Objects] = {}
+        if instances is not None and params and params[0] in ("self", "cls"):
+            given[params[0]] = instances
+            params = params[1:]
+        elif target.cls is not None and params and params[0] in ("self", "cls") and instances is None:
+            params = params[1:]
+        positional = [a for a in call.args if a.keyword is None]
+        for param, argument in zip(params, positional):
+            if argument.star:
+                break
+            given[param] = self.eval(argument.value, fn, bound, depth)
+        for argument in call.args:
+            if argument.keyword is not None and argument.keyword.value in target.params:
+                given[argument.keyword.value] = self.eval(argument.value, fn, bound, depth)
+        return tuple(sorted((k, v) for k, v in given.items() if v))
+
+    def summary(self, target: "Function", args: Tuple[Tuple[str, Objects], ...], depth: int) -> Objects:
+        """What ``target`` returns given these argument objects: computed once per distinct input,
+        its stores (``self.x = param``) applied to the objects it was given."""
+        key = (id(target.node), args)
+        known = self._summaries.get(key)
+        if known is not None:
+            return known
+        if key in self._active:
+            return NONE  # recursion: what the outer call returns is what it finds without it
+        self._active.add(key)
+        try:
+            bound: Dict[str, Objects] = dict(args)
+            for target_node, value in target.assigns:
+                objects = self.eval(value, target, bound, depth)
+                _bind_locally(target_node, objects, bound)
+                if isinstance(target_node, cst.Attribute):
+                    for holder in self.eval(target_node.value, target, bound, depth):
+                        holder.store(target_node.attr.value, objects)
+            result = frozenset(o for ret in target.returns for o in self.eval(ret, target, bound, depth))
+        finally:
+            self._active.discard(key)
+        self._summaries[key] = result
+        return result
+
+    def _iterated(self, sources: List[cst.BaseExpression], fn) -> Objects:
+        """``for loader in (train_loader, val_loader)`` / ``for name, loader in loaders.items()``."""
+        found: Set[Obj] = set()
+        for source in sources:
+            if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in ("values", "items"):
+                entries = [o for holder in self.eval(source.func.value, fn) for o in _all_entries(holder)]
+                found.update(entries)
+            elif isinstance(source, (cst.Tuple, cst.List)):
+                found.update(o for e in source.elements for o in self.eval(e.value, fn))
+        return frozenset(found)
+
+    # ----------------------------------------------------------------- the project
+    def _project_definition(self, name: str) -> Optional[Tuple["ModuleModel", str]]:
+        """(module, name) of a function or class of another project module that ``name`` refers
+        to through imports (``from data import build``, ``import pkg.data as d; d.build``, a
+        package ``__init__`` re-exporting it)."""
+        from .project import imported_definition
+
+        return imported_definition(self.model, name, _CONSTRUCTS, self._read)
+
+    def _imported(self, name: str) -> Objects:
+        """A module-level object of another project module (``from setup import train_loader``)."""
+        found = self._project_definition(name)
+        if found is None:
+            return NONE
+        other, defined = found
+        return frozenset(other.objects.scopes.get(None, {}).get(defined, ()))
+
+
+class _NoInit:
+    """A project class without ``__init__``: constructing it makes the instance, nothing else."""
+
+    name = "__init__"
+    node = None
+
+
+_NO_INIT = _NoInit()
+
+
+def _weak(model: "ModuleModel") -> "ModuleModel":
+    return model if isinstance(model, weakref.ProxyType) else weakref.proxy(model)
+
+
+def _add(held: Set[Obj], objects: Iterable[Obj]) -> bool:
+    before = len(held)
+    held.update(objects)
+    return len(held) != before
+
+
+def _field(objects: Iterable[Obj], name: str) -> Objects:
+    return frozenset(o for holder in objects for o in holder.fields.get(name, ()))
+
+
+def _element(objects: Objects, index: int) -> Objects:
+    return _field(objects, f"[{index}]")
+
+
+def _all_entries(holder: Obj) -> Iterable[Obj]:
+    for key, objects in holder.fields.items():
+        if key.startswith("["):
+            yield from objects
+
+
+def _subscript_key(node: cst.Subscript) -> Optional[str]:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    value = node.slice[0].slice.value
+    key = plain_key(value)
+    if key is not None:
+        return f"[{key!r}]"
+    if isinstance(value, cst.Integer):
+        return f"[{int(value.value, 0)}]"
+    return None
+
+
+def _bind_locally(target: cst.BaseExpression, objects: Objects, bound: Dict[str, Objects]) -> None:
+    if isinstance(target, cst.Name):
+        if objects:  # flow-insensitive: a name assigned on two branches holds both objects
+            bound[target.value] = bound.get(target.value, NONE) | objects
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for index, element in enumerate(target.elements):
+            if isinstance(element, cst.StarredElement):
+                return
+            _bind_locally(element.value, _element(objects, index), bound)
+
+
+def _field_paths(path: str, objects: Iterable[Obj], depth: int = 0) -> Iterable[Tuple[str, Objects, None]]:
+    """The paths into the objects' fields, two levels deep (``loaders['train'].sampler``)."""
+    if depth >= _FIELD_DEPTH:
+        return
+    fields: Dict[str, Set[Obj]] = {}
+    for obj in objects:
+        for name, held in obj.fields.items():
+            fields.setdefault(name, set()).update(held)
+    for name, held in fields.items():
+        inner = f"{path}{name}" if name.startswith("[") else f"{path}.{name}"
+        yield inner, frozenset(held), None
+        yield from _field_paths(inner, held, depth + 1)
+
+
+def _method_class(fn: "Function") -> Optional[str]:
+    while fn is not None:
+        if fn.cls is not None:
+            return fn.cls
+        fn = fn.parent
+    return None
+
+
+def _local_function(model: "ModuleModel", name: str, fn: Optional["Function"]) -> Optional["Function"]:
+    scope = fn
+    while scope is not None:
+        if name in scope.nested:
+            return scope.nested[name]
+        scope = scope.parent
+    if name.startswith("self.") and fn is not None and name.count(".") == 1:
+        cls = _method_class(fn)
+        if cls is not None:
+            return model.method_of_class(cls, name[5:])
+    return model.functions.get(name)
+
+
+def _loop_targets(fn: "Function") -> Iterable[Tuple[cst.BaseExpression, List[cst.BaseExpression]]]:
+    for node in _statements(fn.body):
+        if isinstance(node, cst.For):
+            yield node.target, [node.iter]
+
+
+def _statements(body) -> Iterable[cst.CSTNode]:
+    from .module import _child_blocks
+
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        for child in _child_blocks(stmt):
+            yield from _statements(child)
+
