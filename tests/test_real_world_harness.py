@@ -107,6 +107,15 @@ def test_validation_corpus_is_new_pinned_triaged_and_not_held_out():
         assert row["verdict"] in ("true", "debatable", "false") and row["reason"].strip()
 
 
+def test_validation_bugs_are_new_and_not_held_out():
+    bugs = rw.load_bugs(VALIDATION / "bugs.tsv")  # checks repo names, 40-hex commits, line ranges
+    assert len(bugs) >= 25
+    development = _development_repos()
+    for row in bugs:
+        assert re.fullmatch(r"TL\d{3}", row["rule"]), row
+        assert row["repo"].lower() not in development and row["repo"].lower() not in HELD_OUT, row["repo"]
+
+
 def test_bad_rows_are_rejected(tmp_path):
     ledger = tmp_path / "ledger.tsv"
     ledger.write_text("\t".join(rw.LEDGER_HEADER) + "\na/b\tx.py\t3\tTL101\tmaybe\twhy\n")
