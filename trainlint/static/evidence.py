@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, Optional,
 
 import libcst as cst
 
-from ..events import EVERYTHING, FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
+from ..events import FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
 from .module import Function, ModuleModel
 from .names import dotted
 from .roles import (
@@ -100,10 +100,10 @@ class Evidence:
                                      for path, role in model.roles.roles.items())
 
     # ----------------------------------------------------------------- unknown calls
-    def opaque(self, call: cst.Call, frame: "Frame", named_like_event: bool = False) -> Optional[Event]:
+    def opaque(self, call: cst.Call, frame: "Frame") -> Optional[Event]:
         """An OPAQUE event for a call the engine cannot read that receives training objects.
-        ``named_like_event``: the callee's name suggests a training event (``forward_backward``),
-        which is never taken as the event itself, only as a reason to abstain."""
+        Its name says nothing: ``callback.on_after_backward(step)`` receives a counter and
+        reaches no training object, whatever it is called."""
         if self.is_pure(call):
             return None
         func = call.func
@@ -117,9 +117,6 @@ class Evidence:
             if path is None:
                 continue
             self._classify(path, reach, families)
-        if named_like_event:
-            families.add(FAMILY_GRADS)
-            reach.add(EVERYTHING)
         if not families:
             return None
         return self.extractor._event(call, kind=EventKind.OPAQUE, label=self.extractor.callee_label(call),

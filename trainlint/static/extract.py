@@ -25,13 +25,11 @@ from .roles import ACCELERATOR, ENGINE, FABRIC, LOADER, OPTIMIZER, PIPELINE, SAM
 
 _OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
 _SCHED_NAME = re.compile(r"scheduler|(^|_)sched($|_)", re.IGNORECASE)
-_BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)  # forward_backward_step, fwd_bwd_fn
 _PIPELINE_NAME = re.compile(r"(^|_)pp_|pipeline|pp_schedule", re.IGNORECASE)
 _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
 _ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "islice", "zip", "skip_first_batches", "trange", "prefetch"}
 _LABEL_MAX = 48
-_HOOK_METHODS = {"register_full_backward_hook", "register_backward_hook", "register_full_backward_pre_hook"}
 # Receivers no assignment explains, named as these objects conventionally are: their library
 # methods (trainlint/libraries) apply.
 _CONVENTIONAL_KINDS = (
@@ -251,8 +249,6 @@ class Extractor:
             return self._clip(call)
         if qualified == "torch.autograd.backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
-        if (_BACKWARD_NAME.search(name) and name != "backward") or name.endswith("zero_grad"):
-            return self.unknown(call)
         if name == "iter" and len(call.args) == 1:
             return self.loader_event(call, call.args[0].value, frame)
         return None
@@ -265,8 +261,6 @@ class Extractor:
                 scaled_loss = scaling.args[0].value if scaling.args else scaling
                 return self._backward(call, scaled_loss, frame, scaled=True)
             return self._backward(call, receiver_node, frame)
-        if _BACKWARD_NAME.search(method) and method not in _HOOK_METHODS:
-            return self.unknown(call)
         if method == "zero_grad":
             if (receiver or "").split(".", 1)[0] in frame.loop_vars:
                 # ``for opt in optimizers: opt.zero_grad()``: any of them, so it matches every step.

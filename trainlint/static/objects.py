@@ -247,9 +247,9 @@ class ObjectFlow:
         callee = self._callee(call, fn, bound, depth)
         if callee is not None:
             target, instances = callee
-            args = self._arguments(call, target, fn, bound, depth, instances)
             if target is _NO_INIT:
                 return instances
+            args = self._arguments(call, target, fn, bound, depth, instances)
             summary = target.owner.objects.summary(target, args, depth + 1)
             return instances if target.name == "__init__" and instances is not None else summary
         returned = self._library_returns(call, fn, bound, depth)

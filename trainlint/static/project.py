@@ -343,7 +343,7 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
             return None
         module_name, defined = imported
         path = project._find(module_name, importer)
-        if path is None or path in _FOLLOWING or not _text_matches(path, text):
+        if path is None or path in _FOLLOWING or not (_text_matches(path, text) or _may_reexport(path, defined)):
             return None
         other = known.get(path)
         if other is None:
@@ -373,6 +373,12 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
 _FOLLOWING: List[Path] = []  # modules being read to follow objects (an import cycle stops here)
 _PROJECTS: Dict[Path, "Project"] = {}  # a directory -> the Project its modules resolve imports in
 _TEXT_OF: Dict[Tuple[Path, str], bool] = {}
+
+
+def _may_reexport(path: Path, name: str) -> bool:
+    """Could the module hand on ``name`` from another (``from .impl import *``, ``from .impl import
+    name``)? Read from its text: such a package ``__init__`` is followed whatever else it holds."""
+    return _text_matches(path, re.compile(rf"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+(\*|[^\n]*\b{re.escape(name)}\b)", re.MULTILINE))
 
 
 def _text_matches(path: Path, text: "re.Pattern[str]") -> bool:

@@ -1,0 +1,139 @@
+"""The object layer (trainlint/static/objects.py): which training objects an expression can be.
+
+Each test builds a small program and asks the role table (a view of the object flow) or the
+flow itself; the fixtures check the rules end to end.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+
+from trainlint.static import project as project_modules
+from trainlint.static.module import ModuleModel
+
+
+def _model(source: str) -> ModuleModel:
+    source = textwrap.dedent(source)
+    return ModuleModel(cst.parse_module(source), source)
+
+
+def _project(tmp_path: Path, files: dict, checked: str) -> ModuleModel:
+    for name, source in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
+    project_modules.forget_parsed()
+    return project_modules._load(tmp_path / checked)
+
+
+def test_a_loader_from_a_local_builder_keeps_its_inline_sampler():
+    model = _model('''
+        from torch.utils.data import DataLoader, DistributedSampler
+        def prepare(ds):
+            return DataLoader(ds, sampler=DistributedSampler(ds))
+        def main(ds):
+            loaders = {"train": prepare(ds)}
+    ''')
+    loader = model.roles.get("loaders['train']")
+    assert loader.kind == "loader" and loader.sampler == "loaders['train'].sampler"
+    assert model.roles.get(loader.sampler).shuffle is True
+
+
+def test_an_annotation_never_overrides_the_object_that_flows_in():
+    model = _model('''
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+        def main(ds, train_data: DataLoader):
+            train_data = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+    ''')
+    loader = model.roles.get("train_data")
+    assert loader.sampler is not None and model.roles.get(loader.sampler).shuffle is False
+
+
+def test_an_annotation_is_the_fallback_where_no_object_reaches():
+    model = _model('''
+        from torch.utils.data import DataLoader
+        def run(loader: DataLoader):
+            for batch in loader:
+                pass
+    ''')
+    assert model.roles.get("loader").kind == "loader"
+
+
+def test_a_local_function_named_like_a_library_method_is_read_not_matched():
+    """``prepare`` is Accelerate's method name; a project function of that name is its own."""
+    model = _model('''
+        import torch
+        def prepare(model, ds):
+            return torch.utils.data.DataLoader(ds, batch_size=4)
+        def main(model, ds):
+            model_out, loader = prepare(model, ds), None
+            loader = prepare(model, ds)
+    ''')
+    assert model.roles.get("loader").kind == "loader"
+    assert model.roles.get("model_out").kind == "loader"
+
+
+def test_one_object_reached_by_two_paths_is_one_target():
+    model = _model('''
+        from torch.utils.data import DataLoader, DistributedSampler
+        def main(ds):
+            train_sampler = DistributedSampler(ds)
+            loader = DataLoader(ds, sampler=train_sampler)
+    ''')
+    assert model.roles.get("loader").sampler == "train_sampler"
+    assert model.roles.name_of("loader.sampler") == "train_sampler"
+
+
+def test_an_instance_of_a_class_without_init_is_an_object(tmp_path):
+    model = _model('''
+        import torch
+        class Holder:
+            pass
+        def main(model):
+            holder = Holder()
+            holder.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ''')
+    assert model.roles.get("holder.optimizer").kind == "optimizer"
+
+
+def test_objects_cross_modules_through_a_package_star_reexport(tmp_path):
+    model = _project(tmp_path, {
+        "kit/__init__.py": "from .data import *\n",
+        "kit/data.py": '''
+            from torch.utils.data import DataLoader, DistributedSampler
+            def build(ds):
+                sampler = DistributedSampler(ds)
+                return DataLoader(ds, sampler=sampler), sampler
+        ''',
+        "train.py": '''
+            import kit
+            from kit import build
+            def main(ds):
+                loader, sampler = build(ds)
+        ''',
+    }, "train.py")
+    assert model.roles.get("loader").sampler == model.roles.name_of("sampler")
+    assert model.roles.get("sampler").kind == "sampler"
+
+
+def test_constructor_arguments_become_the_instance_fields_in_another_module(tmp_path):
+    model = _project(tmp_path, {
+        "trainer.py": '''
+            class Trainer:
+                def __init__(self, model, train_data, optimizer):
+                    self.train_data = train_data
+                    self.optimizer = optimizer
+        ''',
+        "train.py": '''
+            import torch
+            from trainer import Trainer
+            def main(model, ds):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                trainer = Trainer(model, torch.utils.data.DataLoader(ds), optimizer)
+        ''',
+    }, "train.py")
+    assert model.roles.get("trainer.train_data").kind == "loader"
+    assert model.roles.name_of("trainer.optimizer") == "optimizer"
