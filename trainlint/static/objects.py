@@ -51,13 +51,27 @@ _CONSTRUCTS = re.compile(r"DataLoader|Sampler|optim|Scaler|scheduler|Loss\b|Loss
 class Obj:
     """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
 
-    __slots__ = ("role", "cls", "name", "fields", "__weakref__")
+    __slots__ = ("role", "cls", "_module", "name", "fields", "__weakref__")
 
-    def __init__(self, role: Optional[Role], name: str, cls: Optional[Tuple[object, str]] = None) -> None:
+    def __init__(self, role: Optional[Role], name: str, cls: Optional[str] = None,
+                 module: Optional["ModuleModel"] = None) -> None:
         self.role = role  # training objects: kind and literal facts; None for instances and containers
-        self.cls = cls  # project class instances: (its ModuleModel, class name)
+        self.cls = cls  # project class instances: the class name
+        # and the module defining the class: weakly (it may own this object), with its file to
+        # read it again if it was evicted and freed meanwhile
+        self._module = (weakref.ref(module), module.path) if module is not None else None
         self.name = name  # the code that allocated it, for messages and debugging
         self.fields: Dict[str, Set["Obj"]] = {}
+
+    def class_module(self) -> Optional["ModuleModel"]:
+        if self._module is None:
+            return None
+        found = self._module[0]()
+        if found is None and self._module[1] is not None:
+            from .project import _load
+
+            found = _load(self._module[1])
+        return found
 
     def field(self, name: str) -> Objects:
         return frozenset(self.fields.get(name, ()))
@@ -77,7 +91,7 @@ class ObjectFlow:
 
     def __init__(self, model: "ModuleModel") -> None:
         # weak, like every link back to a model: it owns this flow (see module.Function)
-        self.model = _weak(model)
+        self._model = weakref.ref(model)
         self._allocated: Dict[Tuple[int, int], Obj] = {}  # (id(call node), index) -> its object
         # (function or None for module level) -> access path -> objects
         self.scopes: Dict[Optional[int], Dict[str, Set[Obj]]] = {}
@@ -87,6 +101,11 @@ class ObjectFlow:
         self._active: Set[tuple] = set()
         self._changed = False
         self._read: Dict[object, "ModuleModel"] = {}  # project modules read for their objects, by path
+
+    @property
+    def model(self) -> "ModuleModel":
+        """The module (alive while anyone asks: it is asked through it)."""
+        return self._model()
 
     # ----------------------------------------------------------------- whole module
     def run(self) -> None:
@@ -223,11 +242,12 @@ class ObjectFlow:
             obj.store(key, objects)
         return frozenset({obj})
 
-    def _allocate(self, node: cst.CSTNode, role: Optional[Role], name: str, cls=None, index: int = 0) -> Obj:
+    def _allocate(self, node: cst.CSTNode, role: Optional[Role], name: str, cls: Optional[str] = None,
+                  index: int = 0, module: Optional["ModuleModel"] = None) -> Obj:
         key = (id(node), index)
         obj = self._allocated.get(key)
         if obj is None:
-            obj = self._allocated[key] = Obj(role, name, cls)
+            obj = self._allocated[key] = Obj(role, name, cls, module)
         return obj
 
     def _call(self, call: cst.Call, fn, bound, depth) -> Objects:
@@ -314,9 +334,9 @@ class ObjectFlow:
         func = call.func
         if isinstance(func, cst.Attribute):
             for holder in self.eval(func.value, fn, bound, depth):
-                if holder.cls is not None:
-                    owner, class_name = holder.cls
-                    method = owner.method_of_class(class_name, func.attr.value)
+                owner = holder.class_module() if holder.cls is not None else None
+                if owner is not None:
+                    method = owner.method_of_class(holder.cls, func.attr.value)
                     if method is not None:
                         return method, frozenset({holder})
             name = dotted(func)
@@ -342,7 +362,7 @@ class ObjectFlow:
         return None
 
     def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str):
-        instance = self._allocate(call, None, class_name, cls=(_weak(owner), class_name))
+        instance = self._allocate(call, None, class_name, cls=class_name, module=owner)
         init = owner.method_of_class(class_name, "__init__")
         return (init if init is not None else _NO_INIT), frozenset({instance})
 
@@ -425,10 +445,6 @@ class _NoInit:
 
 
 _NO_INIT = _NoInit()
-
-
-def _weak(model: "ModuleModel") -> "ModuleModel":
-    return model if isinstance(model, weakref.ProxyType) else weakref.proxy(model)
 
 
 def _add(held: Set[Obj], objects: Iterable[Obj]) -> bool:
