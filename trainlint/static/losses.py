@@ -26,14 +26,24 @@ _RESCALE_OPS = (cst.Divide, cst.Multiply, cst.FloorDivide)
 _MAX_DEPTH = 3
 
 
-def classify_loss(expr: cst.BaseExpression, fn: Optional[Function], model: ModuleModel, depth: int = 0) -> str:
+def classify_loss(expr: cst.BaseExpression, fn: Optional[Function], model: ModuleModel, depth: int = 0,
+                  term: bool = False) -> str:
+    """``term``: ``expr`` is one term of a sum. A term's constant weight (``ce + 0.1 * aux``) keeps
+    the kind of what it weighs: a weighted sum of mean losses is a mean-type loss, which the
+    accumulation count still has to divide. The whole loss multiplied by a constant may be that
+    division (``loss * 0.25``), so there it counts as rescaled."""
     if depth > _MAX_DEPTH:
         return LOSS_UNKNOWN
     if isinstance(expr, cst.BinaryOperation):
+        if term and isinstance(expr.operator, cst.Multiply):
+            weighed = _weighed(expr)
+            if weighed is not None:
+                return classify_loss(weighed, fn, model, depth + 1, term=True)
         if isinstance(expr.operator, _RESCALE_OPS):
             return LOSS_DIVIDED
         if isinstance(expr.operator, (cst.Add, cst.Subtract)):
-            kinds = {classify_loss(expr.left, fn, model, depth + 1), classify_loss(expr.right, fn, model, depth + 1)}
+            kinds = {classify_loss(expr.left, fn, model, depth + 1, term=True),
+                     classify_loss(expr.right, fn, model, depth + 1, term=True)}
             if LOSS_DIVIDED in kinds:
                 return LOSS_DIVIDED
             return kinds.pop() if len(kinds) == 1 else LOSS_UNKNOWN
@@ -50,6 +60,15 @@ def classify_loss(expr: cst.BaseExpression, fn: Optional[Function], model: Modul
     if isinstance(expr, cst.Call):
         return _classify_call(expr, fn, model, depth)
     return LOSS_UNKNOWN
+
+
+def _weighed(product: cst.BinaryOperation) -> Optional[cst.BaseExpression]:
+    """The factor of ``0.1 * aux`` / ``aux * 2`` that is not a numeric literal (None if neither is)."""
+    if isinstance(product.left, (cst.Integer, cst.Float)):
+        return product.right
+    if isinstance(product.right, (cst.Integer, cst.Float)):
+        return product.left
+    return None
 
 
 def _reduction(call: cst.Call) -> Optional[str]:
