@@ -221,18 +221,16 @@ class ModuleModel:
             self._role_under_tests(func, target, value, tests)
 
     def _role_of_objects(self, objects: List["Obj"]) -> Role:
-        role = objects[0].role
-        if any(o.role != role for o in objects[1:]):
-            # the same kind built with different facts: only what they share is known
-            role = Role(role.kind, cadence=role.cadence if all(o.role.cadence == role.cadence for o in objects) else None)
+        role = _shared_role([o.role for o in objects])
         if role.kind == LOADER:
             samplers = {s for o in objects for s in o.field("sampler")}
             sampler = self.roles.holders.get(next(iter(samplers))) if len(samplers) == 1 else None
             role = replace(role, sampler=sampler)
         elif role.kind == SCHEDULER:
             optimizers = {s for o in objects for s in o.field("optimizer")}
-            if len(optimizers) == 1 and next(iter(optimizers)) in self.roles.holders:
-                role = replace(role, optimizer=self.roles.holders[next(iter(optimizers))])
+            named = {self.roles.holders.get(o) or o.origin for o in optimizers}
+            if len(named) == 1 and None not in named:
+                role = replace(role, optimizer=named.pop())
         return role
 
     def _role_under_tests(self, func: Optional[Function], target: cst.BaseExpression,
@@ -364,6 +362,20 @@ _PASS_THROUGH = frozenset({"tqdm", "enumerate", "trange", "prefetch", "skip_firs
 _CALL_RE = re.compile(r"(\bdef\s+)?\b([A-Za-z_]\w*)\s*\(")
 
 
+def _shared_role(roles: List[Role]) -> Role:
+    """What objects of one kind built at several places have in common: each fact they agree on.
+    The model an optimizer trains is kept when every constructor that names one names the same:
+    a branch whose parameter list the engine cannot attribute says nothing against it."""
+    first = roles[0]
+    if all(r == first for r in roles[1:]):
+        return first
+    shared = {name: value if all(getattr(r, name) == value for r in roles) else None
+              for name, value in vars(first).items() if name != "kind"}
+    modules = {r.module for r in roles if r.module is not None}
+    shared["module"] = modules.pop() if len(modules) == 1 else None
+    return Role(first.kind, **shared)
+
+
 def _is_property(node: cst.FunctionDef) -> bool:
     """``@property`` / ``@functools.cached_property`` (the getter, not ``@x.setter``)."""
     return any((dotted(d.decorator) or "").rsplit(".", 1)[-1] in ("property", "cached_property") for d in node.decorators)
@@ -409,25 +421,3 @@ def _shards_in_place(value: cst.BaseExpression) -> bool:
         isinstance(value, cst.Call) and bool(value.args) and value.args[0].keyword is None
         and (dotted(value.func) or "").rsplit(".", 1)[-1] == "fully_shard" and dotted(value.args[0].value) is not None
     )
-
-
-def _optimizer_read_from(role: Role, scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]]) -> Role:
-    """A scheduler built over a local that reads a stored optimizer (``optimizer = self.optimizer``,
-    perhaps unwrapped as ``optimizer = optimizer.optimizer`` for an fp16 wrapper): the optimizer
-    stepped elsewhere is the stored one."""
-    name = role.optimizer
-    if not name or "." in name:
-        return role
-    read = {dotted(v) for t, v in scope if dotted(t) == name}
-    read = {path for path in read if path is None or not path.startswith(name + ".")}
-    if len(read) == 1 and "." in (next(iter(read)) or ""):
-        return replace(role, optimizer=read.pop())
-    return role
-
-
-def _optimizer_stored_alongside(role: Role, scope: Sequence[Tuple[cst.BaseExpression, cst.BaseExpression]]) -> Role:
-    """A scheduler stored under a new name (``self.scheduler = scheduler``) in a scope that also
-    stores its optimizer under a new name (``self.optimizer = optimizer``): where the stored
-    scheduler is stepped, its optimizer is the stored one."""
-    stored = {dotted(t) for t, v in scope if role.optimizer and dotted(v) == role.optimizer} - {None, role.optimizer}
-    return replace(role, optimizer=stored.pop()) if len(stored) == 1 else role

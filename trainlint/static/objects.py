@@ -51,16 +51,19 @@ _CONSTRUCTS = re.compile(r"DataLoader|Sampler|optim|Scaler|scheduler|Loss\b|Loss
 class Obj:
     """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
 
-    __slots__ = ("role", "cls", "_module", "name", "fields", "__weakref__")
+    __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "__weakref__")
 
     def __init__(self, role: Optional[Role], name: str, cls: Optional[str] = None,
-                 module: Optional["ModuleModel"] = None) -> None:
+                 module: Optional["ModuleModel"] = None, origin: Optional[str] = None) -> None:
         self.role = role  # training objects: kind and literal facts; None for instances and containers
         self.cls = cls  # project class instances: the class name
         # and the module defining the class: weakly (it may own this object), with its file to
         # read it again if it was evicted and freed meanwhile
         self._module = (weakref.ref(module), module.path) if module is not None else None
         self.name = name  # the code that allocated it, for messages and debugging
+        # An object that came from outside (a parameter, an attribute of ``self`` set elsewhere):
+        # nothing is known of it but its identity, named by the path it came in by.
+        self.origin = origin
         self.fields: Dict[str, Set["Obj"]] = {}
 
     def class_module(self) -> Optional["ModuleModel"]:
@@ -98,6 +101,7 @@ class ObjectFlow:
         self._scope_of: Dict[int, "Function"] = {}
         self._class_paths: Dict[Tuple[str, str], Set[Obj]] = {}  # (class, "self.x") -> objects
         self._summaries: Dict[tuple, Objects] = {}
+        self._outside: Dict[tuple, Obj] = {}  # (scope, path) -> the object that came in there
         self._active: Set[tuple] = set()
         self._changed = False
         self._read: Dict[object, "ModuleModel"] = {}  # project modules read for their objects, by path
@@ -202,7 +206,12 @@ class ObjectFlow:
                 if found:
                     return found
                 if isinstance(expr, cst.Name):
-                    return self._imported(expr.value)
+                    found = self._imported(expr.value)
+                    if found:
+                        return found
+                outside = self._from_outside(path, head, fn)
+                if outside is not None:
+                    return frozenset({outside})
             if isinstance(expr, cst.Attribute):
                 return _field(self.eval(expr.value, fn, bound, depth), expr.attr.value)
             return NONE
@@ -222,6 +231,24 @@ class ObjectFlow:
         if isinstance(expr, cst.Call):
             return self._call(expr, fn, bound, depth)
         return NONE
+
+    def _from_outside(self, path: str, head: str, fn: Optional["Function"]) -> Optional[Obj]:
+        """What a parameter or an attribute of ``self`` holds when nothing here puts an object
+        in it: one unknown object per such path (per class for ``self.x``, per function for a
+        parameter), so the two places that read it read the same object (a scheduler built over
+        ``optimizer = self.optimizer`` steps with ``self.optimizer.step()``)."""
+        if fn is None:
+            return None
+        if head == "self" and path != "self" and _method_class(fn) is not None:
+            key: tuple = ("class", _method_class(fn), path)
+        elif head in fn.params and head not in ("self", "cls"):
+            key = (id(fn.node), path)
+        else:
+            return None
+        obj = self._outside.get(key)
+        if obj is None:
+            obj = self._outside[key] = Obj(None, path, origin=path)
+        return obj
 
     def _container(self, expr, fn, bound, depth) -> Objects:
         entries: Dict[str, Objects] = {}
