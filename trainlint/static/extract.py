@@ -148,11 +148,25 @@ class Extractor:
             label = self._labels[id(call)] = " ".join(self.model.module.code_for_node(call.func).split()) + "(...)"
         return label
 
-    def role(self, path: Optional[str], held: Tuple[Selector, ...] = ()) -> Optional[Role]:
+    def role(self, path: Optional[str], held: Tuple[Selector, ...] = (), frame: Optional[Frame] = None) -> Optional[Role]:
+        """The role of the object at ``path``. With the ``frame`` the path was resolved in: a
+        parameter no caller bound is its function's own variable, never another function's
+        variable of the same name (the table is keyed by paths, module-wide)."""
+        if frame is not None and self._unbound_parameter(path, frame):
+            return None
         role = self.model.roles.get(path, held)
         if role is None and self.caller_roles is not None:
             role = self.caller_roles.get(path)
         return role
+
+    def _unbound_parameter(self, path: Optional[str], frame: Frame) -> bool:
+        fn = frame.function
+        if fn is None or not path:
+            return False
+        head = re.split(r"[.\[]", path, maxsplit=1)[0]
+        if head in ("self", "cls") or head not in fn.params or any(param == head for param, _ in frame.subst):
+            return False
+        return not self.model.roles.filled_in(head, fn)
 
     def name_of(self, path: Optional[str]) -> Optional[str]:
         """The checker's name for the object at ``path`` (see ``RoleTable.name_of``)."""
@@ -160,8 +174,8 @@ class Extractor:
             return self.caller_roles.name_of(path)
         return self.model.roles.name_of(path)
 
-    def _is(self, path: Optional[str], kind: str, name_re: "re.Pattern[str]") -> bool:
-        role = self.role(path)
+    def _is(self, path: Optional[str], kind: str, name_re: "re.Pattern[str]", frame: Optional[Frame] = None) -> bool:
+        role = self.role(path, frame=frame)
         if role is not None:
             return role.kind == kind
         return bool(path) and bool(name_re.search(_last(path)))
@@ -181,20 +195,20 @@ class Extractor:
         func = call.func
         if isinstance(func, cst.Attribute):
             receiver = frame.resolve(func.value)
-            effects = described.method(self._kind(receiver), func.attr.value)
+            effects = described.method(self._kind(receiver, frame), func.attr.value)
         else:
             receiver = frame.resolve(func)
-            role = self.role(receiver)
+            role = self.role(receiver, frame=frame)
             effects = described.method(role.kind, "__call__") if role is not None else described.function(
                 self.model.imports.qualify(func), _last(dotted(func)))
         if effects is None:
             return None
         return tuple(event for effect in effects for event in self._effect_events(call, effect, receiver, frame))
 
-    def _kind(self, receiver: Optional[str]) -> Optional[str]:
+    def _kind(self, receiver: Optional[str], frame: Optional[Frame] = None) -> Optional[str]:
         """The role of a receiver, or the one its name conventionally has (``accelerator``,
         ``model_engine``, ``fabric``) when no assignment explains it."""
-        role = self.role(receiver)
+        role = self.role(receiver, frame=frame)
         if role is not None:
             return role.kind
         last = _last(receiver).lower()
@@ -265,7 +279,7 @@ class Extractor:
             if (receiver or "").split(".", 1)[0] in frame.loop_vars:
                 # ``for opt in optimizers: opt.zero_grad()``: any of them, so it matches every step.
                 return self._event(call, kind=EventKind.ZERO_GRAD, target=None, boundary=_ends_window(frame))
-            if self._is(receiver, OPTIMIZER, _OPT_NAME):
+            if self._is(receiver, OPTIMIZER, _OPT_NAME, frame):
                 return self._event(call, kind=EventKind.ZERO_GRAD, target=self.name_of(receiver), boundary=_ends_window(frame))
             # model.zero_grad() clears the gradients of that model's parameters, whatever optimizer.
             return self._event(call, kind=EventKind.ZERO_GRAD, module=receiver, boundary=_ends_window(frame))
@@ -276,10 +290,10 @@ class Extractor:
             return self._event(call, kind=EventKind.UNSCALE, target=receiver, optimizer=optimizer)
         if method == "step":
             return self._step_event(call, receiver, frame)
-        if method == "update" and not call.args and self._is(receiver, SCALER, _SCALER_NAME):
+        if method == "update" and not call.args and self._is(receiver, SCALER, _SCALER_NAME, frame):
             return self._event(call, kind=EventKind.SCALER_UPDATE, target=receiver)
         if method == "set_epoch":
-            return self._event(call, kind=EventKind.SET_EPOCH, target=self._sampler_target(receiver))
+            return self._event(call, kind=EventKind.SET_EPOCH, target=self._sampler_target(receiver, frame))
         if method in ("train", "eval") and receiver and len(call.args) <= 1:
             return self._mode_event(call, method, receiver)
         if method == "set_requires_gradient_sync" and call.args:
@@ -343,7 +357,7 @@ class Extractor:
         return enter, exit_
 
     def _step_event(self, call: cst.Call, receiver: Optional[str], frame: Frame) -> Optional[Event]:
-        role = self.role(receiver, frame.held)
+        role = self.role(receiver, frame.held, frame)
         kind = role.kind if role is not None else None
         if kind == PIPELINE:
             # torch.distributed.pipelining schedules run forward and backward inside step().
@@ -429,14 +443,14 @@ class Extractor:
             loss = LOSS_UNKNOWN
         return self._event(call, kind=EventKind.BACKWARD, scaled=scaled, loss=loss)
 
-    def _sampler_target(self, receiver: Optional[str]) -> Optional[str]:
-        role = self.role(receiver)
+    def _sampler_target(self, receiver: Optional[str], frame: Frame) -> Optional[str]:
+        role = self.role(receiver, frame=frame)
         if role is not None and role.kind == SAMPLER:
             return self.name_of(receiver)
         if role is not None and role.kind == LOADER:
             return role.sampler
         if receiver and receiver.endswith(".sampler"):
-            loader = self.role(receiver[: -len(".sampler")])
+            loader = self.role(receiver[: -len(".sampler")], frame=frame)
             return (loader.sampler if loader is not None and loader.kind == LOADER else None) or None
         return None
 
@@ -453,7 +467,7 @@ class Extractor:
                 break
             base = handed_back
         loader = frame.resolve_keyed(base)
-        role = self.role(loader)
+        role = self.role(loader, frame=frame)
         if role is None or role.kind != LOADER or role.sampler is None:
             return None
         sampler_role = self.role(role.sampler)

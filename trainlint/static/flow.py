@@ -199,8 +199,9 @@ class Interpreter:
             return True
         if self.extractor.call_events(call, Frame(fn, cls=fn.cls if fn else None)):
             return True
-        receiver = dotted(func.value) if isinstance(func, cst.Attribute) else None
-        return fn is not None and receiver is not None and receiver.split(".", 1)[0] in fn.params
+        # ``optimizer.step()`` / ``iter(loader)`` on what a caller gives: an event for that caller
+        given = [func.value] if isinstance(func, cst.Attribute) else [a.value for a in call.args]
+        return fn is not None and any((dotted(e) or "").split(".", 1)[0] in fn.params for e in given)
 
     def _receives_parameter(self, call: cst.Call, fn: Function) -> bool:
         params = set(fn.params) - {"self", "cls"}
@@ -1120,12 +1121,12 @@ class Interpreter:
         positional = [a for a in call.args if a.keyword is None and not a.star]
         for param, arg in zip(params, positional):
             path = frame.resolve(arg.value)
-            if path is not None and path != param:
+            if path is not None:
                 bound[param] = path
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value in params:
                 path = frame.resolve(arg.value)
-                if path is not None and path != arg.keyword.value:
+                if path is not None:
                     bound[arg.keyword.value] = path
         return tuple(sorted(bound.items()))
 

@@ -93,7 +93,7 @@ class ModuleModel:
         self.all_functions: List[Function] = []
         self.module_assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = []
         self.module_aug_assigns: List[cst.AugAssign] = []
-        self.roles_pending_annotations: List[Tuple[str, cst.BaseExpression]] = []
+        self.roles_pending_annotations: List[Tuple[Function, str, cst.BaseExpression]] = []
         self.appended: Dict[str, List[cst.BaseExpression]] = {}  # list name -> what .append/.extend put in
         self.loop_sources: Dict[str, List[cst.BaseExpression]] = {}  # loop variable -> the iterables it runs over
         # Assignments under ``if value == literal:`` tests: (function, target, value, the tests)
@@ -155,7 +155,7 @@ class ModuleModel:
             self.functions.setdefault(fn.name, fn)
         for param in _all_params(node.params):
             if param.annotation is not None:
-                self.roles_pending_annotations.append((param.name.value, param.annotation.annotation))
+                self.roles_pending_annotations.append((fn, param.name.value, param.annotation.annotation))
         self._collect(fn.body, cls=None, func=fn)
         if fn.cls is not None and _is_property(node):
             # ``self.optimizer`` read through a property is what the property returns.
@@ -208,15 +208,20 @@ class ModuleModel:
             for obj in objects:
                 if obj.role is not None:
                     holders.setdefault(obj, path)
-        for path, objects, _ in self.objects.paths():
+        for path, objects, fn in self.objects.paths():
             trained = [o for o in objects if o.role is not None]
+            if trained and fn is not None:
+                self.roles.scopes.setdefault(path.split(".", 1)[0], set()).add(id(fn.node))
             if not trained or any(o.role.kind != trained[0].role.kind for o in trained):
                 continue
             self.roles.set(path, self._role_of_objects(trained))
             if len(trained) == 1:
                 self.roles.canonical.setdefault(path, holders[trained[0]])
-        for name, annotation in self.roles_pending_annotations:
-            self.roles.set(name, role_from_annotation(annotation))
+        for fn, name, annotation in self.roles_pending_annotations:
+            role = role_from_annotation(annotation)
+            if role is not None:
+                self.roles.scopes.setdefault(name, set()).add(id(fn.node))
+            self.roles.set(name, role)
         for func, target, value, tests in self.selected_assigns:
             self._role_under_tests(func, target, value, tests)
 

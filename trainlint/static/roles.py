@@ -10,7 +10,7 @@ extractor, as a last resort for receivers nothing explains.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -210,6 +210,9 @@ class RoleTable:
         # reached as ``train_sampler`` and as ``loader.sampler`` is one target for the checker.
         self.holders: Dict[object, str] = {}
         self.canonical: Dict[str, str] = {}
+        # variable name -> the functions (id of their node; None: module level) whose own
+        # variable of that name holds objects or is annotated (see ``filled_in``)
+        self.scopes: Dict[str, Set[Optional[int]]] = {}
 
     def get(self, path: Optional[str], held: Tuple[Selector, ...] = ()) -> Optional[Role]:
         """The role of ``path``; where the same tests hold as when one of its other assignments
@@ -230,6 +233,10 @@ class RoleTable:
             return False
         self.roles[path] = role
         return True
+
+    def filled_in(self, name: str, fn) -> bool:
+        """Does ``fn``'s own variable ``name`` hold objects here (or carry an annotation)?"""
+        return id(fn.node) in self.scopes.get(name, ())
 
     def name_of(self, path: Optional[str]) -> Optional[str]:
         """The name the checker knows the object at ``path`` by (``path`` itself if not one object)."""
