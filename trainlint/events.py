@@ -78,6 +78,7 @@ class Event:
     manages_grads: bool = False  # OPTIMIZER_STEP: step(closure) (LBFGS) or an engine step handles grads
     each: bool = False  # OPTIMIZER_STEP: one of several optimizers stepped in turn by a loop
     module: Optional[str] = None  # OPTIMIZER_STEP: the model whose parameters it updates
+    modules: Tuple[str, ...] = ()  # OPTIMIZER_STEP: the models it updates, when there are several
     # OPAQUE: the families of events the call may produce (see FAMILY_*) and the access paths it
     # received, so an invariant forgets only what the call could have changed.
     families: FrozenSet[str] = frozenset()

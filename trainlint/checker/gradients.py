@@ -101,9 +101,10 @@ def _clears(zero: Event, step: Event) -> bool:
     if zero.module is None:
         # A wrapper (``NoamOpt``) and the optimizer inside it (``opt.optimizer``) are one object here.
         return same_object(zero.target, step.target) or _nested(zero.target, step.target)
-    if step.module is None:
+    trained = (step.module,) if step.module is not None else step.modules
+    if not trained:
         return True
-    return step.module == zero.module or step.module.startswith(zero.module + ".") or zero.module.startswith(step.module + ".")
+    return any(m == zero.module or m.startswith(zero.module + ".") or zero.module.startswith(m + ".") for m in trained)
 
 
 def _nested(a: Optional[str], b: Optional[str]) -> bool:

@@ -46,8 +46,9 @@ class EvalModeRestored(Invariant):
             evaluating = tuple(e for e in state.evaluating if not _within(e.target, ev.target))
             return _ModeState(evaluating, state.trained | {(ev.target, ev.origin)}), []
         if ev.kind is EventKind.OPTIMIZER_STEP and state.evaluating:
-            if ev.module:
-                left = [e for e in state.evaluating if _within(ev.module, e.target)]
+            trained = (ev.module,) if ev.module else ev.modules
+            if trained:
+                left = [e for e in state.evaluating if any(_within(module, e.target) for module in trained)]
             else:
                 # Only one model trained on this path: with several (a GAN's two), which one this
                 # optimizer updates is not known, and the other may be held in eval on purpose.
@@ -58,8 +59,11 @@ class EvalModeRestored(Invariant):
 
     def message(self, v: Violation, line_of: LineOf) -> str:
         step = where(v.get("step"), line_of, "optimizer.step()")
+        # the object put in eval, as the statement names it (a runtime target is an id, not code)
+        written = v.at.label.rsplit(".eval(", 1)[0] if ".eval(" in v.at.label else "the model"
         return (
-            f"{v.at.label} leaves the model in eval mode and {step} trains it that way: dropout is "
+            f"{v.at.label} leaves {written} in eval mode and {step} trains it that way: dropout is "
             f"off and batch norm uses and freezes its running statistics, so training silently "
-            f"changes regime after the first evaluation; call model.train() after evaluating."
+            f"changes regime after the first evaluation; call "
+            f"{written if written != 'the model' else 'model'}.train() after evaluating."
         )

@@ -429,11 +429,16 @@ class Extractor:
             manages_grads=manages_grads,
             each=each,
             module=self._module_of(optimizer),
+            modules=self._modules_of(optimizer),
         )
 
     def _module_of(self, optimizer: Optional[str]) -> Optional[str]:
         role = self.role(optimizer)
         return role.module if role is not None and role.kind == OPTIMIZER else None
+
+    def _modules_of(self, optimizer: Optional[str]) -> Tuple[str, ...]:
+        role = self.role(optimizer)
+        return role.modules if role is not None and role.kind == OPTIMIZER and role.module is None else ()
 
     def _backward(self, call: cst.Call, loss_expr: cst.BaseExpression, frame: Frame, scaled: bool = False) -> Event:
         loss = classify_loss(loss_expr, frame.function, self.model)

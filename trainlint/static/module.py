@@ -257,11 +257,18 @@ class ModuleModel:
         ``model.named_parameters()`` that ``groups`` was built from. Names are matched module-wide;
         ``depth`` counts the variables followed."""
         if isinstance(expr, cst.Name) and depth < 4:
-            sources = self.values_assigned(expr.value) + self.appended.get(expr.value, []) + self.loop_sources.get(expr.value, [])
+            sources = (self.values_assigned(expr.value) + self.appended.get(expr.value, [])
+                       + self.loop_sources.get(expr.value, []) + self._added(expr.value))
             return cst.List([cst.Element(self._filled(s, depth + 1)) for s in sources]) if sources else expr
         if isinstance(expr, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
             return cst.List([cst.Element(self._filled(e.value, depth)) for e in expr.elements])
         return expr
+
+    def _added(self, name: str) -> List[cst.BaseExpression]:
+        """What ``name += value`` added, anywhere in the module (``params += head.parameters()``)."""
+        augmented = self.module_aug_assigns + [a for fn in self.all_functions for a in fn.aug_assigns]
+        return [a.value for a in augmented if isinstance(a.target, cst.Name) and a.target.value == name
+                and isinstance(a.operator, cst.AddAssign)]
 
     def role_of_value(self, value: cst.BaseExpression, fn: Optional[Function] = None) -> Optional[Role]:
         """The role of the training objects ``value`` can be (None unless they share one kind)."""
@@ -368,17 +375,27 @@ _CALL_RE = re.compile(r"(\bdef\s+)?\b([A-Za-z_]\w*)\s*\(")
 
 
 def _shared_role(roles: List[Role]) -> Role:
-    """What objects of one kind built at several places have in common: each fact they agree on.
-    The model an optimizer trains is kept when every constructor that names one names the same:
-    a branch whose parameter list the engine cannot attribute says nothing against it."""
+    """What objects of one kind built at several places have in common: each fact they agree on,
+    and the models every one of them trains."""
     first = roles[0]
     if all(r == first for r in roles[1:]):
         return first
     shared = {name: value if all(getattr(r, name) == value for r in roles) else None
               for name, value in vars(first).items() if name != "kind"}
-    modules = {r.module for r in roles if r.module is not None}
-    shared["module"] = modules.pop() if len(modules) == 1 else None
+    shared["modules"] = _trained_by_all([r.modules for r in roles])
     return Role(first.kind, **shared)
+
+
+def _trained_by_all(owners: List[Tuple[str, ...]]) -> Tuple[str, ...]:
+    """The models that optimizers built at several places all update: each model of the first
+    that every other one updates too, or a part of, or a whole holding it (``embed_layer`` and
+    ``embed_layer.node_projs`` overlap)."""
+    def overlaps(a: str, b: str) -> bool:
+        return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+    if any(not found for found in owners):
+        return ()
+    return tuple(m for m in owners[0] if all(any(overlaps(m, o) for o in other) for other in owners[1:]))
 
 
 def _is_property(node: cst.FunctionDef) -> bool:

@@ -44,6 +44,7 @@ class Role:
     sampler: Optional[str] = None  # loaders: access path of their DistributedSampler
     reduction: Optional[str] = None  # loss modules: "mean" | "sum" | "none" | None (not literal)
     module: Optional[str] = None  # optimizers: the model whose parameters they update
+    modules: Tuple[str, ...] = ()  # optimizers: every model they update, when there are several
 
 
 _SCHEDULER_CADENCE = {
@@ -76,24 +77,34 @@ Expand = Callable[[cst.BaseExpression], cst.BaseExpression]
 _WRAPPERS = {"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel", "fully_shard", "DDP", "FSDP"}
 
 
-def params_owner(node: Optional[cst.CSTNode], expand: Optional[Expand] = None) -> Optional[str]:
-    """The model an optimizer's params argument comes from: the common prefix of every
-    ``X.parameters()`` / ``X.named_parameters()`` receiver in it (``model`` for param groups
-    built from ``model.backbone`` and ``model.head``). ``expand`` replaces the variables in it by
-    what was put in them (``AdamW(grouped_parameters)``)."""
+def params_owners(node: Optional[cst.CSTNode], expand: Optional[Expand] = None) -> Tuple[str, ...]:
+    """Every model an optimizer's params argument comes from: the ``X`` of each ``X.parameters()``
+    / ``X.named_parameters()`` in it, without those inside another (``model.backbone`` is part of
+    ``model``), in order. Empty when one of them is not a plain path (then which modules it trains
+    is not known). ``expand`` replaces the variables in it by what was put in them
+    (``AdamW(grouped_parameters)``)."""
     if node is None:
-        return None
+        return ()
     if expand is not None and isinstance(node, cst.BaseExpression):
         node = expand(node)
-    owners = []
+    owners: List[str] = []
     for sub in walk(node):
         if isinstance(sub, cst.Call) and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in (
             "parameters", "named_parameters"
         ):
             owner = dotted(sub.func.value)
             if owner is None:
-                return None
-            owners.append(owner.split("."))
+                return ()
+            owners.append(owner)
+    roots = [o for o in dict.fromkeys(owners) if not any(o.startswith(other + ".") for other in owners if other != o)]
+    return tuple(roots)
+
+
+def params_owner(node: Optional[cst.CSTNode], expand: Optional[Expand] = None) -> Optional[str]:
+    """The model an optimizer's params argument comes from: the common prefix of every
+    ``X.parameters()`` receiver in it (``model`` for param groups built from ``model.backbone``
+    and ``model.head``), None when they share none (see ``params_owners``)."""
+    owners = [owner.split(".") for owner in params_owners(node, expand)]
     if not owners:
         return None
     common = owners[0]
@@ -158,7 +169,8 @@ def classify_constructor(call: cst.Call, imports: ImportMap, expand: Optional[Ex
         return Role(PIPELINE)
     if (qualified.startswith("torch.optim.") and last[:1].isupper() and "lr_scheduler" not in qualified
             and last != "Optimizer") or last == "ZeroRedundancyOptimizer":
-        return Role(OPTIMIZER, module=params_owner(arg(call, 0, "params"), expand))
+        params = arg(call, 0, "params")
+        return Role(OPTIMIZER, module=params_owner(params, expand), modules=params_owners(params, expand))
     return _library_role(call, qualified, last, expand)
 
 
@@ -169,7 +181,8 @@ def _library_role(call: cst.Call, qualified: str, last: str, expand: Optional[Ex
         return None
     if built.role == OPTIMIZER:
         where = built.params or Argument(0, "params")
-        return Role(OPTIMIZER, module=params_owner(arg(call, where.position or 0, where.keyword or "params"), expand))
+        params = arg(call, where.position or 0, where.keyword or "params")
+        return Role(OPTIMIZER, module=params_owner(params, expand), modules=params_owners(params, expand))
     if built.role == SCHEDULER:
         where = built.optimizer or Argument(0, "optimizer")
         optimizer = arg(call, where.position or 0, where.keyword or "optimizer")
