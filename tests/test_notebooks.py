@@ -101,3 +101,28 @@ def test_a_cell_source_of_the_wrong_type_is_a_broken_notebook(tmp_path):
     messages = {e["path"].rsplit("/", 1)[-1]: e["message"] for e in data["errors"]}
     assert messages == {name: "broken notebook: cell 2's source is neither text nor a list of lines of text"
                         for name in sources}
+
+
+EVALUATE = "model.eval()\nwith torch.no_grad():\n    print(model(torch.randn(2, 4)))\n"
+TRAIN_STEPS = (
+    "for step in range(100):\n"
+    "    x, y = torch.randn(8, 4), torch.randn(8, 2)\n"
+    "    optimizer.zero_grad()\n"
+    "    torch.nn.functional.mse_loss(model(x), y).backward()\n"
+    "    optimizer.step()\n"
+)
+SETUP_DROPOUT = "import torch\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.1), torch.nn.Linear(8, 2))\n"
+
+
+def test_a_model_made_in_a_later_cell_is_a_new_object(tmp_path):
+    """Objects are the same across cells, and a new model built in a later cell is another one:
+    the first model's eval() says nothing of the mode the new one trains in."""
+    rebuilt = SETUP_DROPOUT + "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    path = write(tmp_path, "fresh.ipynb", notebook(SETUP_DROPOUT, EVALUATE, rebuilt, TRAIN_STEPS))
+    assert run_json(path)[1]["findings"] == []
+
+
+def test_the_same_model_evaluated_in_one_cell_and_trained_in_a_later_one_is_tl501(tmp_path):
+    optimizer = "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    path = write(tmp_path, "same.ipynb", notebook(SETUP_DROPOUT, EVALUATE, optimizer, TRAIN_STEPS))
+    assert [f["rule"] for f in run_json(path)[1]["findings"]] == ["TL501"]

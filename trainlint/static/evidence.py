@@ -90,7 +90,7 @@ class Evidence:
         self.foreign_summary = foreign_summary  # summaries of functions of other project modules
         self._summaries: Dict[int, FrozenSet[EventKind]] = {}
         self._loops: Dict[Tuple[int, Optional[str]], FrozenSet[EventKind]] = {}
-        self._mode_targets = self._eval_receivers()
+        self.mode_targets = self._eval_receivers()
         self._attributes = frozenset(
             dotted(node) for target, _ in model.module_assigns + [a for fn in model.all_functions for a in fn.assigns]
             for node in ([e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target])
@@ -156,7 +156,7 @@ class Evidence:
             # ``helper(self)`` or an inherited method: it can reach every training attribute.
             families.update((FAMILY_GRADS, FAMILY_DATA, FAMILY_MODES))
             reach.add("self")
-        if any(path == t or t.startswith(path + ".") for t in self._mode_targets):
+        if any(path == t or t.startswith(path + ".") for t in self.mode_targets):
             families.add(FAMILY_MODES)
             reach.add(path)
         for held in _held_roles(roles.roles, path):

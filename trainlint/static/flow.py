@@ -21,7 +21,7 @@ import libcst as cst
 
 from .. import checker
 from ..checker import Violation
-from ..events import EVERYTHING, FAMILY_GRADS, Event, EventKind
+from ..events import EVERYTHING, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
 from . import library
 from .evidence import Evidence
 from .extract import Extractor, Frame
@@ -288,6 +288,8 @@ class Interpreter:
                         self._may_event(sub, fn, relevance=True) or self._may_train_elsewhere(sub))
                 elif kind in _JUMP_TYPES or (kind is cst.For and self._loaders_matter):
                     cached = True
+                elif kind is cst.Assign and self._rebound_module(sub) is not None:
+                    cached = True
                 elif kind in _GRAD_EDIT_TYPES and (
                         (kind is cst.Assign and (_clears_grad(sub) or _flag_assigned(sub) in self._flags))
                         or _rescales_grad(sub)):
@@ -459,6 +461,14 @@ class Interpreter:
                 # ``should_update = True``: the path knows the flag until it is assigned again.
                 value = literal_bool(small.value)
                 states = [replace(s, assume=frozenset(a for a in s.assume if a[0] != flag) | {(flag, value)}) for s in states]
+            rebound = self._rebound_module(small)
+            if rebound is not None:
+                # ``model = Net()`` after ``model.eval()``: the name now holds another module,
+                # whose mode nothing here has set (a notebook's later cell, a fresh model per run).
+                target = frame.resolve(rebound) or dotted(rebound)
+                states = self._feed(states, self.extractor._event(
+                    small, kind=EventKind.OPAQUE, label=f"{dotted(rebound)} = ... (another object)",
+                    families=frozenset({FAMILY_MODES}), reach=(target,)))
             if isinstance(small, cst.Assign) and _clears_grad(small) and id(small) not in self._partial_clears:
                 states = self._feed(states, self.extractor._event(small, kind=EventKind.ZERO_GRAD, label="p.grad = None"))
             elif _rescales_grad(small):
@@ -467,6 +477,23 @@ class Interpreter:
                     small, kind=EventKind.OPAQUE, label="p.grad = ...", families=frozenset({FAMILY_GRADS}), reach=(EVERYTHING,)))
         outcome.normal = states
         return outcome
+
+    def _rebound_module(self, small: cst.BaseSmallStatement) -> Optional[cst.BaseExpression]:
+        """The target of ``model = <call>`` when ``model`` is a module whose eval() the module
+        calls and the call makes another object (not ``model.to(device)``, not a wrapper of the
+        same module such as ``DDP(model)`` or ``torch.compile(model)``)."""
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1 or not isinstance(small.value, cst.Call):
+            return None
+        target = small.targets[0].target
+        path = dotted(target)
+        if path is None or path not in self.evidence.mode_targets:
+            return None
+        value = small.value
+        if isinstance(value.func, cst.Attribute) and dotted(value.func.value) == path:
+            return None  # a method of the same object (model.to(device), model.cuda())
+        if any(dotted(a.value) == path for a in value.args):
+            return None  # the same module, wrapped or prepared
+        return target
 
     def _expr(self, node: cst.CSTNode, states: List[PathState], frame: Frame) -> List[PathState]:
         for call in self.calls(node):
