@@ -152,14 +152,14 @@ class Extractor:
         """The role of the object at ``path``. With the ``frame`` the path was resolved in: a
         parameter no caller bound is its function's own variable, never another function's
         variable of the same name (the table is keyed by paths, module-wide)."""
-        if frame is not None and self._unbound_parameter(path, frame):
+        if frame is not None and self.unbound_parameter(path, frame):
             return None
         role = self.model.roles.get(path, held)
         if role is None and self.caller_roles is not None:
             role = self.caller_roles.get(path)
         return role
 
-    def _unbound_parameter(self, path: Optional[str], frame: Frame) -> bool:
+    def unbound_parameter(self, path: Optional[str], frame: Frame) -> bool:
         fn = frame.function
         if fn is None or not path:
             return False

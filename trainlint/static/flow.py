@@ -1146,15 +1146,13 @@ class Interpreter:
         elif callee.cls is not None and callee.name == "__call__" and isinstance(func, cst.Name):
             bound.update(self._constructed(callee, func, frame))  # ``scaler(loss, optimizer)``
         positional = [a for a in call.args if a.keyword is None and not a.star]
-        for param, arg in zip(params, positional):
-            path = frame.resolve(arg.value)
-            if path is not None:
+        given = list(zip(params, [a.value for a in positional]))
+        given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None and a.keyword.value in params]
+        for param, value in given:
+            path = frame.resolve(value)
+            # a parameter the caller itself got from nobody stays unbound in the callee too
+            if path is not None and not self.extractor.unbound_parameter(path, frame):
                 bound[param] = path
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value in params:
-                path = frame.resolve(arg.value)
-                if path is not None:
-                    bound[arg.keyword.value] = path
         return tuple(sorted(bound.items()))
 
 
