@@ -129,6 +129,8 @@ class Evidence:
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
         if isinstance(func, cst.Name) and name in _PURE_FUNCTIONS and name not in self.model.imports.names:
             return True
+        if isinstance(func, cst.Name) and name in self.model.classes and (name, "__init__") not in self.model.methods:
+            return True  # a class of the module without __init__: constructing it runs nothing of ours
         qualified = self.model.imports.qualify(func) or ""
         if qualified.startswith(_PURE_MODULES) or qualified in ("print", "len"):
             return True

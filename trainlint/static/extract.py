@@ -154,6 +154,14 @@ class Extractor:
         variable of the same name (the table is keyed by paths, module-wide)."""
         if frame is not None and self.unbound_parameter(path, frame):
             return None
+        if frame is not None and self.caller_roles is not None and path:
+            # In a function of another module run for the checked file: a path the caller gave
+            # (its head is a substituted parameter's value) is the caller's; any other is this
+            # module's own, never the caller's variable of the same name.
+            head = re.split(r"[.\[]", path, maxsplit=1)[0]
+            if any(re.split(r"[.\[]", actual, maxsplit=1)[0] == head for _, actual in frame.subst):
+                return self.caller_roles.get(path)
+            return self.model.roles.get(path, held)
         role = self.model.roles.get(path, held)
         if role is None and self.caller_roles is not None:
             role = self.caller_roles.get(path)

@@ -987,6 +987,9 @@ class Interpreter:
             local = self.model.functions.get(func.value)
             if local is not None:
                 return local
+            if func.value in self.model.classes:
+                # ``Runner(model, optimizer)``: constructing a class of the module runs its __init__
+                return self.model.methods.get((func.value, "__init__"))
             referenced = self._referenced(func, frame)
             if referenced is not None or not parse:
                 return referenced[0] if referenced is not None else None
@@ -1093,6 +1096,9 @@ class Interpreter:
                 self.budget.calls_too_deep()  # a chain of helpers longer than the depth followed
             return self._feed(states, self.extractor.unknown(call))  # not followed: it may do anything
         self.reached.add(id(callee.node))
+        if owner is not self and owner._sync_managed:
+            # code of a module that sets DDP's sync itself (see _manages_sync), run from here
+            states = self._feed(states, owner.extractor._event(owner.model.module, kind=EventKind.SYNC_MANAGED))
         call = self._arguments(call, frame)
         subst = self._bind(callee, call, frame)
         varying = None

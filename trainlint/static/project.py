@@ -181,11 +181,26 @@ class Project:
         return found
 
     def _function(self, model: ModuleModel, name: str) -> Optional[Function]:
+        """Through re-exports too: a package ``__init__`` (``from .impl import *`` or by name) or
+        a module that imports the function from another one."""
         imported = _imported(model, name)
-        if imported is None:
-            return None
-        other = self.module(imported[0], model)
-        return other.functions.get(imported[1]) if other is not None else None
+        for _ in range(_REEXPORT_HOPS):
+            if imported is None:
+                return None
+            other = self.module(imported[0], model)
+            if other is None:
+                return None
+            found = other.functions.get(imported[1])
+            if found is not None:
+                return found
+            if imported[1] in other.imports.names:
+                imported = _imported(other, imported[1])
+            elif len(other.star_imports) == 1:
+                imported = (other.star_imports[0], imported[1])
+            else:
+                return None
+            model = other
+        return None
 
     def may_train(self, model: ModuleModel, name: str) -> bool:
         """Could the project function ``name`` refers to produce a training event? Answered from
@@ -212,8 +227,26 @@ class Project:
             return False
 
     def _path_of(self, model: ModuleModel, name: str) -> Optional[Path]:
+        """The file that defines what ``name`` refers to, through re-exports (a package
+        ``__init__`` that imports it is read; the defining module is not)."""
         imported = _imported(model, name)
-        return self._find(imported[0], model) if imported is not None else None
+        for _ in range(_REEXPORT_HOPS):
+            if imported is None:
+                return None
+            path = self._find(imported[0], model)
+            if path is None or imported[1] in _definition_blocks(path) or not _may_reexport(path, imported[1]):
+                return path
+            other = _load(path)
+            if other is None:
+                return path
+            if imported[1] in other.imports.names:
+                imported = _imported(other, imported[1])
+            elif len(other.star_imports) == 1:
+                imported = (other.star_imports[0], imported[1])
+            else:
+                return path
+            model = other
+        return None
 
     def method(self, model: ModuleModel, class_name: str, method: str) -> Optional[Function]:
         """A method of a class that ``model`` imports from the project (``from model import GPT``)."""

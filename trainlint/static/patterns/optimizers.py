@@ -157,12 +157,15 @@ def optimizer_updates_nothing(ctx: Context) -> Iterable[Match]:
 
 
 def _assigned_name(site) -> Optional[str]:
-    """``opt`` in ``opt = Adam(...)`` (a call in a compound statement's header is not assigned)."""
+    """``opt`` in ``opt = Adam(...)`` or ``opt: T = Adam(...)`` (a call in a compound statement's
+    header is not assigned)."""
     if not isinstance(site.statement, cst.SimpleStatementLine):
         return None
     for small in site.statement.body:
         if isinstance(small, cst.Assign) and small.value is site.call and len(small.targets) == 1:
             return dotted(small.targets[0].target)
+        if isinstance(small, cst.AnnAssign) and small.value is site.call:
+            return dotted(small.target)  # ``optimizer: Optimizer = Adam(...)``
     return None
 
 
