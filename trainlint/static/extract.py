@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -80,6 +80,7 @@ class Frame:
         path = dotted(expr) if expr is not None else None
         if path is None:
             return None
+        path = _through_aliases(path, self.function)
         # The longest substituted prefix wins: ``self.train_data`` (an object's attribute bound to
         # the caller's loader) before ``self``.
         best = None
@@ -92,6 +93,38 @@ class Frame:
         """``resolve`` that also follows a string-keyed entry (``self.loaders["train"]``)."""
         found = literal_key(expr) if expr is not None else None
         return keyed(self.resolve_keyed(found[0]), found[1]) if found is not None else self.resolve(expr)
+
+
+def _through_aliases(path: str, fn: Optional[Function]) -> str:
+    """``optimizer_ = opt`` then ``optimizer_.step()``: a local assigned once, from another name or
+    attribute, is that object (followed up to three aliases)."""
+    if fn is None or fn.owner is None:
+        return path
+    aliases = fn.owner.memo(f"aliases.{id(fn.node)}", lambda: _aliases(fn))
+    for _ in range(3):
+        head, dot, rest = path.partition(".")
+        alias = aliases.get(head)
+        if alias is None:
+            break
+        path = alias + dot + rest
+    return path
+
+
+def _aliases(fn: Function) -> Dict[str, str]:
+    assigned: Dict[str, List[cst.BaseExpression]] = {}
+    for target, value in fn.assigns:
+        if isinstance(target, cst.Name):
+            assigned.setdefault(target.value, []).append(value)
+        else:
+            for node in walk(target):
+                if isinstance(node, cst.Name):
+                    assigned.setdefault(node.value, []).extend([value, value])  # unpacked: not an alias
+    found = {}
+    for name, values in assigned.items():
+        source = dotted(values[0]) if len(values) == 1 and isinstance(values[0], (cst.Name, cst.Attribute)) else None
+        if source is not None and name not in fn.params and source.split(".", 1)[0] != name:
+            found[name] = source
+    return found
 
 
 def _last(path: Optional[str]) -> str:

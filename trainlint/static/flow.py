@@ -685,10 +685,15 @@ class Interpreter:
         return k if _negated(stmt.test, polarity) else None
 
     def _micro_loop(self, stmt: cst.CSTNode, frame: Frame) -> Optional[str]:
-        if not isinstance(stmt, (cst.For, cst.While)) or not self._calls_named(stmt.body, "backward"):
+        """How the code names k when ``stmt`` is a loop of micro-steps: its passes backpropagate
+        (written there or in a function it calls) and none steps an optimizer."""
+        if not isinstance(stmt, (cst.For, cst.While)):
             return None
-        kinds = {event.kind for call in self.calls(stmt.body) for event in self.extractor.call_events(call, frame)}
-        if EventKind.BACKWARD not in kinds or EventKind.OPTIMIZER_STEP in kinds:
+        calls = self.calls(stmt.body)
+        if not (self._calls_named(stmt.body, "backward") or any(self._local_callee(c, frame, parse=False) for c in calls)):
+            return None
+        kinds = {kind for call in calls for kind in self.evidence.call_kinds(call, frame)}
+        if EventKind.BACKWARD not in kinds or kinds & {EventKind.OPTIMIZER_STEP, EventKind.OPAQUE}:
             return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
             return _pass_count(self.model.module, stmt.iter)
