@@ -193,12 +193,7 @@ class Project:
             found = other.functions.get(imported[1])
             if found is not None:
                 return found
-            if imported[1] in other.imports.names:
-                imported = _imported(other, imported[1])
-            elif len(other.star_imports) == 1:
-                imported = (other.star_imports[0], imported[1])
-            else:
-                return None
+            imported = _reexported(other, imported[1])
             model = other
         return None
 
@@ -239,11 +234,8 @@ class Project:
             other = _load(path)
             if other is None:
                 return path
-            if imported[1] in other.imports.names:
-                imported = _imported(other, imported[1])
-            elif len(other.star_imports) == 1:
-                imported = (other.star_imports[0], imported[1])
-            else:
+            imported = _reexported(other, imported[1])
+            if imported is None:
                 return path
             model = other
         return None
@@ -354,6 +346,16 @@ def _imported(model: ModuleModel, name: str) -> Optional[Tuple[str, str]]:
     return (module_name, function_name) if module_name else None
 
 
+def _reexported(model: ModuleModel, name: str) -> Optional[Tuple[str, str]]:
+    """(module, name) that ``model`` hands ``name`` on from: imported by name, or through its one
+    ``from .impl import *``; None if it does neither."""
+    if name in model.imports.names:
+        return _imported(model, name)
+    if len(model.star_imports) == 1:
+        return (model.star_imports[0], name)
+    return None
+
+
 def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
                         known: Dict[Path, ModuleModel]) -> Optional[Tuple[ModuleModel, str]]:
     """(module, top-level name) of the project definition that ``name`` refers to in ``model``
@@ -393,12 +395,7 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
             model.data_sources.append((other, stamp))
         if defined in other.functions or defined in other.classes or defined in other.objects.scopes.get(None, {}):
             return other, defined
-        if defined in other.imports.names:
-            imported = _imported(other, defined)  # re-exported by name: follow it there
-        elif len(other.star_imports) == 1:
-            imported = (other.star_imports[0], defined)  # ``from .impl import *``
-        else:
-            return None
+        imported = _reexported(other, defined)
         importer = other
     return None
 
