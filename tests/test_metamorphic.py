@@ -98,11 +98,6 @@ _EXTRACT_SCALER_LOOP = (
     'scaler.step() is lexically in the loop; via a helper, two scaler.step() without update() are '
     'reported (TL402)'
 )
-_MODULE_BY_NAME = (
-    'engine: the model an optimizer trains (`AdamW(net.parameters())` in the caller) is matched by path '
-    "text to the callee's `model.zero_grad()`; under another name in the caller (here obj5 vs obj1) the "
-    "zero_grad is not the optimizer's model: TL104 becomes TL105"
-)
 _NAME_LOADER_OPT = (
     'engine: loader and optimizer recognised by their names (`*loader*`, `optimizer`); renamed, the '
     'accumulation boundary is not checked (TL202)'
@@ -242,7 +237,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # NAME_OPT_FP (1)
     ("TL101/good_engine_backward_then_clip.py", "rename"): _NAME_OPT_FP,
     # MODULE_BY_NAME (1)
-    ("TL104/bad_model_zero_grad.py", "rename"): _MODULE_BY_NAME,
     # EXTRACT_PARTIAL (1)
     ("TL105/bad_partial_update.py", "extract_loop_body"): _EXTRACT_PARTIAL,
     # EXTRACT_SCALER_LOOP (1)

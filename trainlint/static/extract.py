@@ -72,6 +72,8 @@ class Frame:
     # to be 0 (their first pass runs) or known not to be (a later pass): ``if i == 0:`` is decided.
     first_pass: FrozenSet[str] = frozenset()
     later_pass: FrozenSet[str] = frozenset()
+    # Heads of substituted paths that are parameters no caller bound (see Extractor.unbound_parameter).
+    unbound: FrozenSet[str] = frozenset()
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.
@@ -202,9 +204,13 @@ class Extractor:
 
     def unbound_parameter(self, path: Optional[str], frame: Frame) -> bool:
         fn = frame.function
-        if fn is None or not path:
+        if not path:
             return False
         head = re.split(r"[.\[]", path, maxsplit=1)[0]
+        if head in frame.unbound:
+            return True
+        if fn is None:
+            return False
         if head in ("self", "cls") or head not in fn.params or any(param == head for param, _ in frame.subst):
             return False
         return not self.model.roles.filled_in(head, fn)

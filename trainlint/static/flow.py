@@ -1112,9 +1112,13 @@ class Interpreter:
             varying = frame.varying | self._locals_of(callee)
         foreign = owner is not self
         conditions = self._bind_conditions(callee, call, frame)
+        # A parameter the caller itself got from nobody is bound (its path is the caller's, so the
+        # statements of both name one object) but stays without a role in the callee too.
+        unbound = frozenset(_head(actual) for _, actual in subst if self.extractor.unbound_parameter(actual, frame))
         callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
-                             accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions)
-        key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, tuple(states))
+                             accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions,
+                             unbound=unbound)
+        key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
@@ -1161,10 +1165,13 @@ class Interpreter:
         given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None and a.keyword.value in params]
         for param, value in given:
             path = frame.resolve(value)
-            # a parameter the caller itself got from nobody stays unbound in the callee too
-            if path is not None and not self.extractor.unbound_parameter(path, frame):
+            if path is not None:
                 bound[param] = path
         return tuple(sorted(bound.items()))
+
+
+def _head(path: str) -> str:
+    return re.split(r"[.\[]", path, maxsplit=1)[0]
 
 
 def _pass_counter(stmt) -> Optional[str]:
