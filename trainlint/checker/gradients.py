@@ -158,7 +158,9 @@ class ZeroGradPlacement(Invariant):
             stepped = tuple(s for s in state.stepped if s.target != ev.target) + (ev,)
             # zero_grads of other optimizers' accumulation windows stay pending for their steps
             pending = tuple(zero for zero in state.window_wiped if not _clears(zero, ev))
-            return _ZeroState(stepped=stepped[-4:], trained=state.trained, window_wiped=pending), found
+            # (with the window they wiped: the next optimizer's step reports that backward too)
+            return _ZeroState(stepped=stepped[-4:], trained=state.trained, window_wiped=pending,
+                              window=state.window if pending else None), found
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:
