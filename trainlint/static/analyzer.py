@@ -274,6 +274,8 @@ def _analyze_results(
         if known & FLOW_RULES and (follows_project or could_fire(source, known & FLOW_RULES)):
             violations = [v for v in find_violations(model, sites, project, witnesses, budget) if v.rule in known]
         matches = find_matches(model, sites, known, source)
+        if project is not None:
+            project.settle()
     except RecursionError:
         raise _TooDeep("nesting too deep to analyze") from None
     if budget.left_out and incomplete is not None:

@@ -100,7 +100,7 @@ class ModuleModel:
         self.selected_assigns: List[Tuple[Optional[Function], cst.BaseExpression, cst.BaseExpression, Tuple[Selector, ...]]] = []
         self._under: Tuple[Selector, ...] = ()
         self._collect(module.body, cls=None, func=None)
-        self.roles = RoleTable()
+        self._roles: Optional[RoleTable] = None
         self._assigned: Optional[Dict[str, List[cst.BaseExpression]]] = None
         self._class_assigned: Optional[Dict[Tuple[str, str], List[Tuple[Function, cst.BaseExpression]]]] = None
         self._sites = None
@@ -111,7 +111,6 @@ class ModuleModel:
         # Project modules whose loaders this one adopted, with their (size, mtime) then.
         self.data_sources: List[Tuple["ModuleModel", Tuple[int, int]]] = []
         self._objects: Optional["ObjectFlow"] = None
-        self._infer_roles()
 
     # ----------------------------------------------------------------- collection
     def _collect(self, body: Body, cls: Optional[str], func: Optional[Function]) -> None:
@@ -190,13 +189,29 @@ class ModuleModel:
     # ----------------------------------------------------------------- roles
     @property
     def objects(self) -> "ObjectFlow":
-        """Which objects each expression can be (see objects.py), computed once."""
+        """Which objects each expression of the module can be (see objects.py), computed once."""
+        flow = self.flow()
+        if not flow.complete:
+            flow.complete = True
+            flow.run()
+        return flow
+
+    def flow(self) -> "ObjectFlow":
+        """The module's object flow, its scopes computed only as asked (see ``objects``)."""
         if self._objects is None:
             from .objects import ObjectFlow  # objects.py builds on this module
 
             self._objects = ObjectFlow(self)
-            self._objects.run()
         return self._objects
+
+    @property
+    def roles(self) -> RoleTable:
+        """What kind of training object each access path holds, computed on first use: a module
+        read only for one function's summary or one constructor never computes it."""
+        if self._roles is None:
+            self._roles = RoleTable()
+            self._infer_roles()
+        return self._roles
 
     def _infer_roles(self) -> None:
         """The role table is a view of the object flow: each access path that holds training

@@ -44,8 +44,9 @@ _FIELD_DEPTH = 2  # ``loaders['train'].sampler``: fields of fields named in the 
 _ROUNDS = 3  # passes over a module's assignments: enough for aliases made before their source
 _MAX_DEPTH = 4  # calls followed inside one evaluation (callee returns through callee returns)
 # Text that can make a training object: a project module without it is never parsed for this.
-_CONSTRUCTS = re.compile(r"DataLoader|Sampler|optim|Scaler|scheduler|Loss\b|Loss\(|DistributedDataParallel|"
-                         r"FullyShard|fully_shard|prepare|initialize|\bDDP\b|\bFSDP\b")
+_CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
+                         r"Loss\(|DistributedDataParallel|fully_shard|FullyShardedDataParallel|\.prepare\(|"
+                         r"\binitialize\(|\bDDP\(|\bFSDP\(")
 
 
 class Obj:
@@ -105,6 +106,8 @@ class ObjectFlow:
         self._active: Set[tuple] = set()
         self._changed = False
         self._read: Dict[object, "ModuleModel"] = {}  # project modules read for their objects, by path
+        self._top_level_done = False
+        self.complete = False  # every scope computed (ModuleModel.objects)
 
     @property
     def model(self) -> "ModuleModel":
@@ -113,10 +116,23 @@ class ObjectFlow:
 
     # ----------------------------------------------------------------- whole module
     def run(self) -> None:
+        """Every scope of the module: its top level and each function."""
         model = self.model
-        scopes = [(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions]
-        for fn in model.all_functions:
-            self._scope_of[id(fn.node)] = fn
+        self._top_level_done = True
+        self._rounds([(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions])
+
+    def top_level(self) -> Dict[str, Set[Obj]]:
+        """The module's top-level objects, computed alone when the module is only read for them
+        or for a function's summary (another module's flow asks; the rest is never needed)."""
+        if not self._top_level_done:
+            self._top_level_done = True
+            self._rounds([(None, self.model.module_assigns)])
+        return self.scopes.get(None, {})
+
+    def _rounds(self, scopes) -> None:
+        for fn, _ in scopes:
+            if fn is not None:
+                self._scope_of[id(fn.node)] = fn
         for _ in range(_ROUNDS):
             self._changed = False
             for fn, assigns in scopes:
@@ -186,7 +202,7 @@ class ObjectFlow:
                 if found:
                     return frozenset(found)
             scope = scope.parent
-        return frozenset(self.scopes.get(None, {}).get(path, ()))
+        return frozenset(self.top_level().get(path, ()))
 
     # ----------------------------------------------------------------- expressions
     def eval(self, expr: Optional[cst.BaseExpression], fn: Optional["Function"],
@@ -297,7 +313,7 @@ class ObjectFlow:
             if target is _NO_INIT:
                 return instances
             args = self._arguments(call, target, fn, bound, depth, instances)
-            summary = target.owner.objects.summary(target, args, depth + 1)
+            summary = target.owner.flow().summary(target, args, depth + 1)
             return instances if target.name == "__init__" and instances is not None else summary
         returned = self._library_returns(call, fn, bound, depth)
         if returned is not None:
@@ -378,7 +394,7 @@ class ObjectFlow:
             return local, None
         if name in self.model.classes:
             return self._instance(call, self.model, name)
-        found = self._project_definition(name)
+        found = self._project_definition(name, classes=self._hands_objects(call, fn, bound, depth))
         if found is None:
             return None
         other, defined = found
@@ -387,6 +403,10 @@ class ObjectFlow:
         if defined in other.classes:
             return self._instance(call, other, defined)
         return None
+
+    def _hands_objects(self, call: cst.Call, fn, bound, depth) -> bool:
+        """Does the call give a training object (or something holding one) to its callee?"""
+        return any(o.role is not None or o.fields for a in call.args for o in self.eval(a.value, fn, bound, depth))
 
     def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str):
         instance = self._allocate(call, None, class_name, cls=class_name, module=owner)
@@ -447,13 +467,14 @@ class ObjectFlow:
         return frozenset(found)
 
     # ----------------------------------------------------------------- the project
-    def _project_definition(self, name: str) -> Optional[Tuple["ModuleModel", str]]:
+    def _project_definition(self, name: str, classes: bool = False) -> Optional[Tuple["ModuleModel", str]]:
         """(module, name) of a function or class of another project module that ``name`` refers
         to through imports (``from data import build``, ``import pkg.data as d; d.build``, a
-        package ``__init__`` re-exporting it)."""
+        package ``__init__`` re-exporting it). A module is read when its text builds training
+        objects, or (``classes``: the call hands training objects to it) defines the class."""
         from .project import imported_definition
 
-        return imported_definition(self.model, name, _CONSTRUCTS, self._read)
+        return imported_definition(self.model, name, _CONSTRUCTS, self._read, classes)
 
     def _imported(self, name: str) -> Objects:
         """A module-level object of another project module (``from setup import train_loader``)."""
@@ -461,7 +482,7 @@ class ObjectFlow:
         if found is None:
             return NONE
         other, defined = found
-        return frozenset(other.objects.scopes.get(None, {}).get(defined, ()))
+        return frozenset(other.flow().top_level().get(defined, ()))
 
 
 class _NoInit:

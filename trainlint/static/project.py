@@ -161,6 +161,7 @@ class Project:
         self.installed_as = next((self.path.relative_to(root).parts[0] for root in self.roots
                                   if root.name in _INSTALL_DIRECTORIES), None)
         self.read: Dict[Path, str] = {}  # modules read by this analysis -> sha256 of their content
+        self._noted: List[ModuleModel] = []  # the models behind ``read`` (see settle)
         # importer -> name -> function: weak keys, as a module no longer kept may be freed (and a
         # new one take its address) while this project, kept with its checked module, lives on.
         self._functions: "weakref.WeakKeyDictionary[ModuleModel, Dict[str, Optional[Function]]]" = weakref.WeakKeyDictionary()
@@ -266,10 +267,22 @@ class Project:
         return model
 
     def note_read(self, model: ModuleModel) -> None:
-        """This analysis depends on ``model`` and on the modules its data roles came from."""
+        """This analysis depends on ``model`` and on the modules its objects came from."""
+        self._noted.append(model)
         for source in [model] + [source for source, _ in model.data_sources]:
             if source.path is not None and source.path != self.path and source.path not in self.read:
                 self.read[source.path] = hashlib.sha256(source.source.encode("utf-8")).hexdigest()
+
+    def settle(self) -> None:
+        """At the end of the analysis: the modules that objects came from into the modules it read
+        (their flows are computed as asked, after they were noted)."""
+        done = 0
+        while done < len(self._noted):
+            model = self._noted[done]
+            done += 1
+            for source, _ in model.data_sources:
+                if source.path is not None and source.path != self.path and source.path not in self.read:
+                    self.note_read(source)
 
     def imports_training_text(self, source: str) -> bool:
         """Does the checked file call something of its project that may produce a training event?
@@ -357,11 +370,12 @@ def _reexported(model: ModuleModel, name: str) -> Optional[Tuple[str, str]]:
 
 
 def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
-                        known: Dict[Path, ModuleModel]) -> Optional[Tuple[ModuleModel, str]]:
+                        known: Dict[Path, ModuleModel], classes: bool = False) -> Optional[Tuple[ModuleModel, str]]:
     """(module, top-level name) of the project definition that ``name`` refers to in ``model``
     through its imports (``from data import build``; ``d.build`` after ``import pkg.data as d``;
     a package ``__init__`` re-exporting it, by name or with ``*``), when the text of that module
-    matches ``text`` (other modules are never parsed for this). A module whose own objects are
+    matches ``text`` or, with ``classes``, defines that class (other modules are never parsed
+    for this). A module whose own objects are
     being computed is not entered again (an import cycle). ``known``: the modules the asker has
     read already, reused (and kept alive by it) so that an object built there is one object
     even after the module was evicted from the kept models."""
@@ -378,7 +392,8 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
             return None
         module_name, defined = imported
         path = project._find(module_name, importer)
-        if path is None or path in _FOLLOWING or not (_text_matches(path, text) or _may_reexport(path, defined)):
+        if path is None or path in _FOLLOWING or not (
+                _text_matches(path, text) or _may_reexport(path, defined) or (classes and _defines_class(path, defined))):
             return None
         other = known.get(path)
         if other is None:
@@ -393,7 +408,7 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
         stamp = _stamp(path)
         if stamp is not None and all(source is not other for source, _ in model.data_sources):
             model.data_sources.append((other, stamp))
-        if defined in other.functions or defined in other.classes or defined in other.objects.scopes.get(None, {}):
+        if defined in other.functions or defined in other.classes or defined in other.flow().top_level():
             return other, defined
         imported = _reexported(other, defined)
         importer = other
@@ -403,6 +418,11 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
 _FOLLOWING: List[Path] = []  # modules being read to follow objects (an import cycle stops here)
 _PROJECTS: Dict[Path, "Project"] = {}  # a directory -> the Project its modules resolve imports in
 _TEXT_OF: Dict[Tuple[Path, str], bool] = {}
+
+
+def _defines_class(path: Path, name: str) -> bool:
+    """Does the module's text define a class ``name``? Its instances carry what ``__init__`` stores."""
+    return _text_matches(path, re.compile(rf"^class[ \t]+{re.escape(name)}\b", re.MULTILINE))
 
 
 def _may_reexport(path: Path, name: str) -> bool:
