@@ -161,7 +161,8 @@ class Project:
         self.installed_as = next((self.path.relative_to(root).parts[0] for root in self.roots
                                   if root.name in _INSTALL_DIRECTORIES), None)
         self.read: Dict[Path, str] = {}  # modules read by this analysis -> sha256 of their content
-        self._noted: List[ModuleModel] = []  # the models behind ``read`` (see settle)
+        # the models behind ``read`` (see settle), weakly: a checked model holds its project
+        self._noted: List["weakref.ref[ModuleModel]"] = []
         # importer -> name -> function: weak keys, as a module no longer kept may be freed (and a
         # new one take its address) while this project, kept with its checked module, lives on.
         self._functions: "weakref.WeakKeyDictionary[ModuleModel, Dict[str, Optional[Function]]]" = weakref.WeakKeyDictionary()
@@ -268,7 +269,7 @@ class Project:
 
     def note_read(self, model: ModuleModel) -> None:
         """This analysis depends on ``model`` and on the modules its objects came from."""
-        self._noted.append(model)
+        self._noted.append(weakref.ref(model))
         for source in [model] + [source for source, _ in model.data_sources]:
             if source.path is not None and source.path != self.path and source.path not in self.read:
                 self.read[source.path] = hashlib.sha256(source.source.encode("utf-8")).hexdigest()
@@ -278,9 +279,9 @@ class Project:
         (their flows are computed as asked, after they were noted)."""
         done = 0
         while done < len(self._noted):
-            model = self._noted[done]
+            model = self._noted[done]()
             done += 1
-            for source, _ in model.data_sources:
+            for source, _ in model.data_sources if model is not None else ():
                 if source.path is not None and source.path != self.path and source.path not in self.read:
                     self.note_read(source)
 
