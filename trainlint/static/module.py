@@ -266,7 +266,7 @@ class ModuleModel:
         if role != self.roles.get(path):
             self.roles.alternative(path, tests, role)
 
-    def _filled(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
+    def filled(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
         """``expr`` with its variables replaced by what was put in them (assigned, appended, or
         iterated over for a loop variable), so that ``AdamW(groups)`` shows the
         ``model.named_parameters()`` that ``groups`` was built from. Names are matched module-wide;
@@ -274,9 +274,9 @@ class ModuleModel:
         if isinstance(expr, cst.Name) and depth < 4:
             sources = (self.values_assigned(expr.value) + self.appended.get(expr.value, [])
                        + self.loop_sources.get(expr.value, []) + self._added(expr.value))
-            return cst.List([cst.Element(self._filled(s, depth + 1)) for s in sources]) if sources else expr
+            return cst.List([cst.Element(self.filled(s, depth + 1)) for s in sources]) if sources else expr
         if isinstance(expr, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
-            return cst.List([cst.Element(self._filled(e.value, depth)) for e in expr.elements])
+            return cst.List([cst.Element(self.filled(e.value, depth)) for e in expr.elements])
         return expr
 
     def _added(self, name: str) -> List[cst.BaseExpression]:
@@ -294,7 +294,7 @@ class ModuleModel:
             return None
         return self._role_of_objects(trained)
 
-    def _role_of_class_alias(self, call: cst.Call) -> Optional[Role]:
+    def class_alias_role(self, call: cst.Call) -> Optional[Role]:
         """``sampler_cls = RandomSampler if single else DistributedSampler`` then
         ``sampler_cls(dataset)``: on the path where the alias is the training class, the call
         builds that object."""
@@ -385,7 +385,6 @@ class ModuleModel:
         return counts
 
 
-_PASS_THROUGH = frozenset({"tqdm", "enumerate", "trange", "prefetch", "skip_first_batches"})
 _CALL_RE = re.compile(r"(\bdef\s+)?\b([A-Za-z_]\w*)\s*\(")
 
 

@@ -298,7 +298,7 @@ class ObjectFlow:
         if isinstance(func, cst.Attribute) and func.attr.value in _FLUENT:
             return self.eval(func.value, fn, bound, depth)
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
-        role = classify_constructor(call, self.model.imports, self.model._filled) or self.model._role_of_class_alias(call)
+        role = classify_constructor(call, self.model.imports, self.model.filled) or self.model.class_alias_role(call)
         if role is not None:
             return frozenset({self._constructed(call, role, fn, bound, depth)})
         name = dotted(func) or ""
