@@ -1,7 +1,7 @@
 """Small readers for call arguments and literals."""
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Iterable, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -44,3 +44,18 @@ def literal_number(node: Optional[cst.BaseExpression]) -> Optional[Union[int, fl
 
 def is_none(node: Optional[cst.BaseExpression]) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+def parameters_given(call: cst.Call, params: List[str], method: bool) -> Iterable[Tuple[str, cst.BaseExpression]]:
+    """(parameter, argument expression) of a call to a function with ``params``, positional and by
+    keyword; ``method``: called on an instance, so ``self`` takes no argument."""
+    names = list(params)
+    if method and names and names[0] in ("self", "cls"):
+        names = names[1:]
+    for param, argument in zip(names, (a for a in call.args if a.keyword is None)):
+        if argument.star:
+            break
+        yield param, argument.value
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value in params:
+            yield argument.keyword.value, argument.value

@@ -21,22 +21,11 @@ from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import Selector, dotted, keyed, literal_key
 from .walk import walk
-from .roles import ACCELERATOR, ENGINE, FABRIC, LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
+from .roles import LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
 
-_OPT_NAME = re.compile(r"optim|^opt($|_|[A-Z0-9])|_opt$", re.IGNORECASE)
-_SCHED_NAME = re.compile(r"scheduler|(^|_)sched($|_)", re.IGNORECASE)
-_PIPELINE_NAME = re.compile(r"(^|_)pp_|pipeline|pp_schedule", re.IGNORECASE)
-_SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
 _ITER_WRAPPERS = {"enumerate", "tqdm", "iter", "islice", "zip", "skip_first_batches", "trange", "prefetch"}
 _LABEL_MAX = 48
-# Receivers no assignment explains, named as these objects conventionally are: their library
-# methods (trainlint/libraries) apply.
-_CONVENTIONAL_KINDS = (
-    (ACCELERATOR, re.compile(r"accelerator")),
-    (ENGINE, re.compile(r"engine")),
-    (FABRIC, re.compile(r"^fabric$")),
-)
 _FLUENT = {"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "eval", "requires_grad_", "to_empty"}
 
 
@@ -221,11 +210,9 @@ class Extractor:
             return self.caller_roles.name_of(path)
         return self.model.roles.name_of(path)
 
-    def _is(self, path: Optional[str], kind: str, name_re: "re.Pattern[str]", frame: Optional[Frame] = None) -> bool:
+    def _is(self, path: Optional[str], kind: str, frame: Optional[Frame] = None) -> bool:
         role = self.role(path, frame=frame)
-        if role is not None:
-            return role.kind == kind
-        return bool(path) and bool(name_re.search(_last(path)))
+        return role is not None and role.kind == kind
 
     # ----------------------------------------------------------------- calls
     def call_events(self, call: cst.Call, frame: Frame) -> Tuple[Event, ...]:
@@ -253,16 +240,10 @@ class Extractor:
         return tuple(event for effect in effects for event in self._effect_events(call, effect, receiver, frame))
 
     def _kind(self, receiver: Optional[str], frame: Optional[Frame] = None) -> Optional[str]:
-        """The role of a receiver, or the one its name conventionally has (``accelerator``,
-        ``model_engine``, ``fabric``) when no assignment explains it."""
+        """The role of a receiver: what was built into it, or what the methods called on it tell
+        (objects.py, ``[[answers]]`` of trainlint/libraries)."""
         role = self.role(receiver, frame=frame)
-        if role is not None:
-            return role.kind
-        last = _last(receiver).lower()
-        for kind, pattern in _CONVENTIONAL_KINDS:
-            if pattern.search(last):
-                return kind
-        return None
+        return role.kind if role is not None else None
 
     def _effect_events(self, call: cst.Call, effect: library.Effect, receiver: Optional[str], frame: Frame) -> Tuple[Event, ...]:
         happens = _given(call, effect)
@@ -326,7 +307,7 @@ class Extractor:
             if (receiver or "").split(".", 1)[0] in frame.loop_vars:
                 # ``for opt in optimizers: opt.zero_grad()``: any of them, so it matches every step.
                 return self._event(call, kind=EventKind.ZERO_GRAD, target=None, boundary=_ends_window(frame))
-            if self._is(receiver, OPTIMIZER, _OPT_NAME, frame):
+            if self._is(receiver, OPTIMIZER, frame):
                 return self._event(call, kind=EventKind.ZERO_GRAD, target=self.name_of(receiver), boundary=_ends_window(frame))
             # model.zero_grad() clears the gradients of that model's parameters, whatever optimizer.
             return self._event(call, kind=EventKind.ZERO_GRAD, module=receiver, boundary=_ends_window(frame))
@@ -337,7 +318,7 @@ class Extractor:
             return self._event(call, kind=EventKind.UNSCALE, target=receiver, optimizer=optimizer)
         if method == "step":
             return self._step_event(call, receiver, frame)
-        if method == "update" and not call.args and self._is(receiver, SCALER, _SCALER_NAME, frame):
+        if method == "update" and not call.args and self._is(receiver, SCALER, frame):
             return self._event(call, kind=EventKind.SCALER_UPDATE, target=receiver)
         if method == "set_epoch":
             return self._event(call, kind=EventKind.SET_EPOCH, target=self._sampler_target(receiver, frame))
@@ -409,16 +390,6 @@ class Extractor:
         if kind == PIPELINE:
             # torch.distributed.pipelining schedules run forward and backward inside step().
             return self._event(call, kind=EventKind.BACKWARD, loss=LOSS_UNKNOWN)
-        if kind is None and _PIPELINE_NAME.search(_last(receiver)):
-            return self.unknown(call)
-        if kind is None:
-            last = _last(receiver)
-            if _SCALER_NAME.search(last):
-                kind = SCALER
-            elif _SCHED_NAME.search(last):
-                kind = SCHEDULER
-            elif _OPT_NAME.search(last):
-                kind = OPTIMIZER
         if kind == SCALER and call.args:
             return self._optimizer_step(call, frame.resolve(call.args[0].value), frame, via_scaler=True)
         if kind == OPTIMIZER:

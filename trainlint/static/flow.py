@@ -140,6 +140,8 @@ class Interpreter:
         self._varying: Dict[Tuple[str, FrozenSet[str]], bool] = {}
         self._calls: Dict[int, List[cst.Call]] = {}
         self._relevance: Dict[int, bool] = {}
+        self._trains_elsewhere: Dict[int, bool] = {}  # per call: see _may_train_elsewhere
+        self._parts_of: Dict[Tuple[int, type], Tuple[Tuple[str, bool], ...]] = {}
         self._cond_keys: Dict[int, Tuple[str, bool]] = {}
         self._comparisons: Dict[str, Optional[Comparison]] = {}  # condition key -> it as a comparison with an integer
         self._floors: Optional[Dict[str, int]] = None  # see comparisons.floors
@@ -567,6 +569,11 @@ class Interpreter:
             # ``if p.grad is not None:`` over the parameters after a backward: they have gradients.
             return self.block(body, states, true_frame), (), [], frame  # its else is not run
         true_states, false_states = [], []
+        # ``if a and not b:`` runs only where a holds and b does not; its else only where some does not
+        when_true, when_false = self._parts(stmt.test, cst.And), self._parts(stmt.test, cst.Or, negate=True)
+        counts = self._repeated_conditions()
+        learned_true = frozenset(fact for fact in when_true if counts.get(fact[0], 0) > 1)
+        learned_false = frozenset(fact for fact in when_false if counts.get(fact[0], 0) > 1)
         compared = self._comparisons.get(key)
         taken = _taken_on_this_pass(stmt.test, frame)
         for state in states:
@@ -580,16 +587,19 @@ class Interpreter:
                     assumed = polarity if can_be_true else not polarity
                 elif not can_be_true:
                     continue  # the path itself cannot run
-            if assumed is None or assumed == polarity:
+            if (assumed is None or assumed == polarity) and not _contradicts(state.assume, when_true):
                 if fires in state.unfired:
                     state_true = replace(state, unfired=state.unfired - {fires})
                 else:
                     state_true = state
+                if learned_true:
+                    state_true = replace(state_true, assume=state_true.assume | learned_true)
                 true_states.append(replace(state_true, assume=state_true.assume | {(key, polarity)}) if remember else state_true)
             if only_true:
                 continue  # guards of set_epoch (``if distributed:``) hold where a sampler exists
-            if assumed is None or assumed != polarity:
-                false_states.append(replace(state, assume=state.assume | {(key, not polarity)}) if remember else state)
+            if (assumed is None or assumed != polarity) and not _contradicts(state.assume, when_false):
+                state_false = replace(state, assume=state.assume | learned_false) if learned_false else state
+                false_states.append(replace(state_false, assume=state_false.assume | {(key, not polarity)}) if remember else state_false)
         last = self._last_pass_test(stmt.test, frame)
         if last is not None:
             loop_id, when = last
@@ -609,8 +619,29 @@ class Interpreter:
                     if isinstance(node, cst.If):
                         key = self._cond_key(node.test)[0]
                         counts[key] = counts.get(key, 0) + 1
+                        for part, _ in self._parts(node.test, cst.And) + self._parts(node.test, cst.Or, negate=True):
+                            counts[part] = counts.get(part, 0) + 1
             self._condition_counts = counts
         return self._condition_counts
+
+    def _parts(self, test: cst.BaseExpression, operator: type, negate: bool = False) -> Tuple[Tuple[str, bool], ...]:
+        """The conditions (key, polarity) that all hold when ``test`` does (``a and not b``:
+        ``a``, not ``b``), or with ``negate`` when it does not (``a or b`` false: neither)."""
+        cache_key = (id(test), operator)
+        cached = self._parts_of.get(cache_key)
+        if cached is None:
+            parts: List[cst.BaseExpression] = []
+            pending = [test]
+            while pending:
+                node = pending.pop()
+                if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, operator) and not node.lpar:
+                    pending.extend((node.right, node.left))
+                else:
+                    parts.append(node)
+            cached = () if len(parts) < 2 else tuple(
+                (key, polarity != negate) for key, polarity in (self._cond_key(part) for part in parts))
+            self._parts_of[cache_key] = cached
+        return cached
 
     def _cond_key(self, test: cst.BaseExpression) -> Tuple[str, bool]:
         cached = self._cond_keys.get(id(test))
@@ -1063,13 +1094,18 @@ class Interpreter:
     def _may_train_elsewhere(self, call: cst.Call) -> bool:
         """A call into a project function that may produce an event: its module's text mentions
         training (checked without parsing), and then its summary, computed once, has an event."""
+        known = self._trains_elsewhere.get(id(call))
+        if known is not None:
+            return known
         name = dotted(call.func) if self.project is not None else None
         if not name or not self.project.may_train(self.model, name):
-            return False
-        callee = self.project.function(self.model, name)
-        if callee is None:
-            return True  # a class, a re-export: not read, so it may
-        return bool(self._foreign_summary(callee)) or self._owner(callee).calls_parameter(callee)
+            known = False
+        else:
+            callee = self.project.function(self.model, name)
+            # a class, a re-export: not read, so it may
+            known = callee is None or bool(self._foreign_summary(callee)) or self._owner(callee).calls_parameter(callee)
+        self._trains_elsewhere[id(call)] = known
+        return known
 
     def _owner(self, fn: Function) -> "Interpreter":
         """The interpreter of the module that defines ``fn``."""
@@ -1328,6 +1364,11 @@ def _clears_grad(assign: cst.Assign) -> bool:
         and assign.value.value == "None"
         and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in assign.targets)
     )
+
+
+def _contradicts(assume: FrozenSet[Tuple[str, bool]], facts: Tuple[Tuple[str, bool], ...]) -> bool:
+    """Does the path assume the opposite of one of these conditions?"""
+    return any((key, not polarity) in assume for key, polarity in facts)
 
 
 def _negated(test: cst.BaseExpression, polarity: bool) -> bool:

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple
 
 try:  # Python 3.11+
     import tomllib
@@ -35,7 +35,7 @@ _EVENTS = {kind.value: kind for kind in (
 )}
 
 
-_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses")
+_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses", "answers")
 
 
 class LibraryError(ValueError):
@@ -140,6 +140,8 @@ class Library:
     returning_calls: List[Tuple[_Names, Returned]]
     loops: List[FrameworkLoop]
     losses: List[DescribedLoss]
+    # (role, methods only an object of that role has, whether it takes all of them together to tell)
+    answers: List[Tuple[str, FrozenSet[str], bool]]
     digest: str  # identifies the descriptions (cache entries depend on them)
     mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
     # (qualified, name) -> answer: every call of every file asks, and the answer never changes
@@ -180,6 +182,13 @@ class Library:
                     return "unknown"  # per-token losses, or a flag the engine cannot read
             return described.loss
         return None
+
+    def answering(self, methods: Iterable[str]) -> Optional[str]:
+        """The one described role whose distinctive methods include some of ``methods`` (what the
+        code calls on an object nothing here built), or None."""
+        called = set(methods)
+        roles = {role for role, names, together in self.answers if (names <= called if together else names & called)}
+        return roles.pop() if len(roles) == 1 else None
 
     def method(self, role: Optional[str], name: str) -> Optional[Tuple[Effect, ...]]:
         """Effects of ``receiver.name(...)`` for a receiver of this role; an entry without a role
@@ -264,7 +273,7 @@ def _method_names(source: str, entry: Mapping[str, Any]) -> List[str]:
 
 def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
     """One Library from ``(source, table)`` pairs; a later table (the project's) takes precedence."""
-    library = Library([], {}, [], {}, [], [], [], "")
+    library = Library([], {}, [], {}, [], [], [], [], "")
     fingerprint = []
     for source, table in tables:
         fingerprint.append(table)
@@ -311,6 +320,8 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
                 classes=_names(source, {"calls": entry.get("classes"), "bare": entry.get("bare", False)}),
                 keyword=when["keyword"], equals=when["equals"], loss=entry["loss"], unless_true=entry.get("unless_true"),
             ))
+        library.answers[:0] = [(_role(source, entry.get("role")), frozenset(_method_names(source, entry)),
+                                bool(entry.get("together", False))) for entry in table.get("answers", [])]
     library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
     library.mentions = _mentions(library)
     return library

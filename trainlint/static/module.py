@@ -38,7 +38,7 @@ class Function:
     A check pins the models it reads (``project.pinning``), so no link dies during one."""
 
     __slots__ = ("node", "name", "cls", "params", "nested", "assigns", "aug_assigns", "returns",
-                 "_parent", "_owner", "__weakref__")
+                 "method_calls", "calls", "_parent", "_owner", "__weakref__")
 
     def __init__(self, node: cst.FunctionDef, name: str, cls: Optional[str], parent: Optional["Function"],
                  params: List[str], owner: "ModuleModel") -> None:
@@ -50,6 +50,10 @@ class Function:
         self.assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = []
         self.aug_assigns: List[cst.AugAssign] = []
         self.returns: List[cst.BaseExpression] = []
+        # Methods called in statements of this function (``opt.step()``, ``scaler.scale(loss).backward()``):
+        # (receiver, method, positional argument count). What an object answers tells what it is.
+        self.method_calls: List[Tuple[cst.BaseExpression, str, int]] = []
+        self.calls: List[cst.Call] = []  # calls made as statements or assigned (``run_step(model, opt)``)
         self._parent = weakref.ref(parent) if parent is not None else None
         self._owner = weakref.ref(owner)
 
@@ -93,6 +97,7 @@ class ModuleModel:
         self.all_functions: List[Function] = []
         self.module_assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = []
         self.module_aug_assigns: List[cst.AugAssign] = []
+        self.module_calls: List[cst.Call] = []  # calls made as module-level statements or assigned there
         self.roles_pending_annotations: List[Tuple[Function, str, cst.BaseExpression]] = []
         self.appended: Dict[str, List[cst.BaseExpression]] = {}  # list name -> what .append/.extend put in
         self.loop_sources: Dict[str, List[cst.BaseExpression]] = {}  # loop variable -> the iterables it runs over
@@ -135,6 +140,9 @@ class ModuleModel:
                     if isinstance(orelse, cst.Else):
                         self._collect(block(orelse.body), cls, func)
             else:
+                if isinstance(stmt, cst.With) and func is not None:
+                    for item in stmt.items:
+                        _record_method_calls(item.item, func)
                 if isinstance(stmt, cst.For):
                     for target in walk(stmt.target):
                         if isinstance(target, cst.Name):
@@ -162,6 +170,10 @@ class ModuleModel:
             fn.assigns.extend((attribute, value) for value in fn.returns)
 
     def _collect_small(self, small: cst.BaseSmallStatement, func: Optional[Function]) -> None:
+        if isinstance(small, cst.Expr) and func is not None:
+            _record_method_calls(small.value, func)
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            self.module_calls.append(small.value)
         if isinstance(small, (cst.Import, cst.ImportFrom)):
             self.imports.add(small)
             if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
@@ -183,6 +195,10 @@ class ModuleModel:
 
     def _assign(self, func: Optional[Function], target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         (func.assigns if func else self.module_assigns).append((target, value))
+        if func is not None:
+            _record_method_calls(value, func)
+        elif isinstance(value, cst.Call):
+            self.module_calls.append(value)
         if self._under:
             self.selected_assigns.append((func, target, value, self._under))
 
@@ -442,6 +458,18 @@ def _child_blocks(stmt: cst.CSTNode) -> Iterator[Body]:
         yield block(handler.body)
     for case in getattr(stmt, "cases", ()) or ():
         yield block(case.body)
+
+
+def _record_method_calls(value: cst.BaseExpression, func: Function) -> None:
+    """Each method call of a statement's (or an assigned value's, or a with-item's) call chain:
+    ``scaler.scale(loss).backward()`` calls ``backward`` on ``scaler.scale(loss)`` and ``scale``
+    on ``scaler``."""
+    if isinstance(value, cst.Call):
+        func.calls.append(value)
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        positional = sum(1 for a in value.args if a.keyword is None and not a.star)
+        func.method_calls.append((value.func.value, value.func.attr.value, positional))
+        value = value.func.value
 
 
 def _fills_list(value: cst.BaseExpression) -> bool:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set
 import libcst as cst
 
 from . import library
-from .calls import arg
+from .calls import arg, parameters_given
 from .names import dotted, plain_key
-from .roles import LOADER, SAMPLER, SCHEDULER, Role, classify_constructor
+from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role, classify_constructor
 
 if TYPE_CHECKING:
     from .module import Function, ModuleModel
@@ -52,10 +52,11 @@ _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.
 class Obj:
     """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
 
-    __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "__weakref__")
+    __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "node", "given_parameters", "__weakref__")
 
     def __init__(self, role: Optional[Role], name: str, cls: Optional[str] = None,
-                 module: Optional["ModuleModel"] = None, origin: Optional[str] = None) -> None:
+                 module: Optional["ModuleModel"] = None, origin: Optional[str] = None,
+                 node: Optional[cst.CSTNode] = None) -> None:
         self.role = role  # training objects: kind and literal facts; None for instances and containers
         self.cls = cls  # project class instances: the class name
         # and the module defining the class: weakly (it may own this object), with its file to
@@ -66,6 +67,10 @@ class Obj:
         # nothing is known of it but its identity, named by the path it came in by.
         self.origin = origin
         self.fields: Dict[str, Set["Obj"]] = {}
+        self.node = node  # the allocating expression (a constructor call), None if it came in
+        # made by a call nothing describes that was given a model's parameters
+        # (``instantiate(cfg.optimizer, model.parameters())``): what it is, its methods tell
+        self.given_parameters = False
 
     def class_module(self) -> Optional["ModuleModel"]:
         if self._module is None:
@@ -107,6 +112,9 @@ class ObjectFlow:
         self._changed = False
         self._read: Dict[object, "ModuleModel"] = {}  # project modules read for their objects, by path
         self._top_level_done = False
+        self._answered: List[Tuple[str, Obj, Optional["Function"]]] = []  # see _answer_protocols
+        self._asked_of: Dict[int, Dict[str, Set[Tuple[str, int]]]] = {}
+        self._definitions: Dict[Tuple[str, bool], Optional[Tuple["ModuleModel", str]]] = {}
         self.complete = False  # every scope computed (ModuleModel.objects)
 
     @property
@@ -120,6 +128,7 @@ class ObjectFlow:
         model = self.model
         self._top_level_done = True
         self._rounds([(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions])
+        self._answer_protocols(model.all_functions)
 
     def top_level(self) -> Dict[str, Set[Obj]]:
         """The module's top-level objects, computed alone when the module is only read for them
@@ -141,8 +150,41 @@ class ObjectFlow:
                 if fn is not None:
                     for loop_target, sources in _loop_targets(fn):
                         self._bind(loop_target, self._iterated(sources, fn), fn)
+            self._instances_into_classes()
+            if len(scopes) > 1:  # the whole module: its functions' parameters get what callers pass
+                self._bind_from_callers(scopes)
             if not self._changed:
                 break
+
+    def _bind_from_callers(self, scopes) -> None:
+        """A parameter of a function of this module holds what its calls here pass for it
+        (``train_epoch(model, loader, optimizer)`` in ``main``): the objects of every call site,
+        beside what came in from outside when nothing here calls it."""
+        model = self.model
+        for fn, _ in scopes:
+            for call in (fn.calls if fn is not None else model.module_calls):
+                name = dotted(call.func)
+                target = _local_function(model, name, fn) if name is not None else None
+                if target is None or target is fn:
+                    continue
+                method = target.cls is not None and isinstance(call.func, cst.Attribute)
+                for param, argument in parameters_given(call, target.params, method):
+                    objects = self.eval(argument, fn)
+                    if objects and param not in ("self", "cls"):
+                        self._changed |= _add(self._scope(target).setdefault(param, set()), objects)
+
+    def _instances_into_classes(self) -> None:
+        """``self.x`` in a method of a class is ``x`` of any instance of it: what its constructions
+        here stored on the instances (``__init__`` run with the caller's arguments) is what the
+        methods read, beside what came in from outside."""
+        model = self.model
+        for obj in list(self._allocated.values()):
+            if obj.cls is None or not obj.fields or obj.class_module() is not model:
+                continue
+            for name, objects in obj.fields.items():
+                if not name.startswith("["):
+                    held = self._class_paths.setdefault((obj.cls, f"self.{name}"), set())
+                    self._changed |= _add(held, objects)
 
     def paths(self) -> Iterable[Tuple[str, Objects, Optional["Function"]]]:
         """Every access path with the objects it holds (module level first, then each function,
@@ -156,6 +198,35 @@ class ObjectFlow:
         for (_, path), objects in self._class_paths.items():
             yield path, frozenset(objects), None
             yield from _field_paths(path, objects)
+        # last: a path where a constructed object also arrives keeps that object's facts
+        for path, obj, fn in self._answered:
+            yield path, frozenset({obj}), fn
+
+    def _answer_protocols(self, functions: Iterable["Function"]) -> None:
+        """An object that came in from outside is known by what the code asks of it: one that is
+        both stepped and zeroed is an optimizer; one that steps an optimizer it is given, or scales
+        a loss, and then updates itself is a GradScaler; one stepped and asked its learning rate is
+        a scheduler. What a function asks of a parameter includes what the functions it passes
+        the parameter to ask. The role is what those methods mean, for every path the object
+        arrives by."""
+        asked: Dict[Obj, Set[Tuple[str, int]]] = {}
+        seen: List[Tuple[str, Obj, Optional["Function"]]] = []
+        for fn in functions:
+            for path, methods in self._asked(fn, 0, set()).items():
+                head = path.split(".", 1)[0]
+                found = self._lookup(path, fn)
+                if not found:
+                    outside = self._from_outside(path, head, fn) or self._from_unknown_call(path, fn)
+                    found = frozenset({outside}) if outside is not None else NONE
+                for obj in found:
+                    if (obj.origin is not None or obj.given_parameters) and obj.role is None:
+                        asked.setdefault(obj, set()).update(methods)
+                        seen.append((path, obj, fn if head != "self" else None))
+        for obj, methods in asked.items():
+            kind = OPTIMIZER if obj.given_parameters and ("step", 0) in methods else _answered_kind(methods)
+            if kind is not None:
+                obj.role = Role(kind)
+        self._answered = [(path, obj, fn) for path, obj, fn in dict.fromkeys(seen) if obj.role is not None]
 
     # ----------------------------------------------------------------- bindings
     def _scope(self, fn: Optional["Function"]) -> Dict[str, Set[Obj]]:
@@ -189,6 +260,34 @@ class ObjectFlow:
                 self._changed |= _add(held, objects)
                 return
         self._changed |= _add(self._scope(fn).setdefault(path, set()), objects)
+
+    def _asked(self, fn: "Function", depth: int, active: Set[int]) -> Dict[str, Set[Tuple[str, int]]]:
+        """The methods ``fn``'s statements call on each variable path (``opt.step()``), and, for a
+        variable handed on to a function of the project, what that function asks of its parameter."""
+        known = self._asked_of.get(id(fn.node))
+        if known is not None:
+            return known
+        asked: Dict[str, Set[Tuple[str, int]]] = {}
+        for receiver, method, positional in fn.method_calls:
+            path = dotted(receiver)
+            if path is not None:
+                asked.setdefault(path, set()).add((method, positional))
+        if depth < _MAX_DEPTH and id(fn.node) not in active:
+            active.add(id(fn.node))
+            for call in fn.calls:
+                name = dotted(call.func)
+                target = _local_function(self.model, name, fn) if name is not None else None
+                if target is None:
+                    continue
+                inner = self._asked(target, depth + 1, active)
+                for param, argument in parameters_given(call, target.params, target.cls is not None):
+                    path = dotted(argument)
+                    for key, methods in inner.items():
+                        if path is not None and (key == param or key.startswith(param + ".")):
+                            asked.setdefault(path + key[len(param):], set()).update(methods)
+            active.discard(id(fn.node))
+        self._asked_of[id(fn.node)] = asked
+        return asked
 
     def _lookup(self, path: str, fn: Optional["Function"]) -> Objects:
         scope = fn
@@ -266,6 +365,18 @@ class ObjectFlow:
             obj = self._outside[key] = Obj(None, path, origin=path)
         return obj
 
+    def _from_unknown_call(self, path: str, fn: "Function") -> Optional[Obj]:
+        """What a local variable holds when only calls nothing describes assign it
+        (``model, opt, _, loader, sched = booster.boost(...)``): one unknown object per variable,
+        which its methods may tell."""
+        if "." in path or not any(path in _assigned_names(target) for target, _ in fn.assigns):
+            return None
+        key = ("assigned", id(fn.node), path)
+        obj = self._outside.get(key)
+        if obj is None:
+            obj = self._outside[key] = Obj(None, path, origin=path)
+        return obj
+
     def _container(self, expr, fn, bound, depth) -> Objects:
         entries: Dict[str, Objects] = {}
         if isinstance(expr, cst.Dict):
@@ -290,7 +401,7 @@ class ObjectFlow:
         key = (id(node), index)
         obj = self._allocated.get(key)
         if obj is None:
-            obj = self._allocated[key] = Obj(role, name, cls, module)
+            obj = self._allocated[key] = Obj(role, name, cls, module, node=node)
         return obj
 
     def _call(self, call: cst.Call, fn, bound, depth) -> Objects:
@@ -318,6 +429,10 @@ class ObjectFlow:
         returned = self._library_returns(call, fn, bound, depth)
         if returned is not None:
             return self._handed_back(call, returned, positional, fn, bound, depth)
+        if any(_parameters_of_a_module(a.value) for a in call.args):
+            made = self._allocate(call, None, name or "object")
+            made.given_parameters = True
+            return frozenset({made})
         return NONE
 
     def _handed_back(self, call, returned: library.Returned, positional, fn, bound, depth) -> Objects:
@@ -472,9 +587,55 @@ class ObjectFlow:
         to through imports (``from data import build``, ``import pkg.data as d; d.build``, a
         package ``__init__`` re-exporting it). A module is read when its text builds training
         objects, or (``classes``: the call hands training objects to it) defines the class."""
-        from .project import imported_definition
+        from .project import following, imported_definition
 
-        return imported_definition(self.model, name, _CONSTRUCTS, self._read, classes)
+        key = (name, classes)
+        if key in self._definitions:
+            return self._definitions[key]
+        found = imported_definition(self.model, name, _CONSTRUCTS, self._read, classes)
+        if found is not None or not following():
+            # asked again for every expression that names it; not kept when an import cycle
+            # being read answered None for now
+            self._definitions[key] = found
+        return found
+
+    def reaching(self, expr: cst.BaseExpression, fn: Optional["Function"], callers, depth: int = 0) -> Objects:
+        """The objects ``expr`` can be, with a parameter followed back to what this module's
+        callers pass for it (``callers(fn)``: its call sites, as (call, calling function)); a
+        parameter nobody here passes stays the object that came in from outside."""
+        found: Set[Obj] = set()
+        for obj in self.eval(expr, fn):
+            head, _, rest = (obj.origin or "").partition(".")
+            if fn is None or head not in fn.params or head in ("self", "cls") or depth >= _MAX_DEPTH:
+                found.add(obj)
+                continue
+            passed = False
+            for call, caller in callers(fn):
+                if fn.cls is not None and not self._calls_instance_of(call, fn.cls, caller):
+                    continue
+                for param, value in parameters_given(call, fn.params, fn.cls is not None):
+                    if param == head:
+                        passed = True
+                        objects = self.reaching(value, caller, callers, depth + 1)
+                        for part in rest.split(".") if rest else ():
+                            objects = _field(objects, part)
+                        found.update(objects)
+            if not passed:
+                found.add(obj)
+        return frozenset(found)
+
+    def allocated_here(self, obj: Obj) -> bool:
+        """Was ``obj`` allocated by an expression of this module?"""
+        return obj.node is not None and self._allocated.get((id(obj.node), 0)) is obj
+
+    def _calls_instance_of(self, call: cst.Call, cls: str, caller: Optional["Function"]) -> bool:
+        """``self.run(...)`` in a method of the class, or ``runner.run(...)`` on an instance of it."""
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        if isinstance(func.value, cst.Name) and func.value.value == "self":
+            return caller is not None and _method_class(caller) == cls
+        return any(o.cls == cls for o in self.eval(func.value, caller))
 
     def _imported(self, name: str) -> Objects:
         """A module-level object of another project module (``from setup import train_loader``)."""
@@ -571,6 +732,38 @@ def _local_function(model: "ModuleModel", name: str, fn: Optional["Function"]) -
         if cls is not None:
             return model.method_of_class(cls, name[5:])
     return model.functions.get(name)
+
+
+def _assigned_names(target: cst.BaseExpression) -> Set[str]:
+    """The plain names an assignment target binds (``a, (b, c) = ...``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in _assigned_names(e.value)}
+    return set()
+
+
+def _parameters_of_a_module(expr: cst.BaseExpression) -> bool:
+    """``model.parameters()`` / ``model.named_parameters()``."""
+    return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in ("parameters", "named_parameters"))
+
+
+def _answered_kind(methods: Set[Tuple[str, int]]) -> Optional[str]:
+    """The one kind of training object that answers all of ``methods`` ((name, positional
+    argument count) pairs), when the combination tells. A module has ``zero_grad`` but no
+    ``step``; a scheduler ``step`` but no ``zero_grad``; an engine that also runs ``backward``
+    is none of these. Libraries' objects answer the methods their descriptions list
+    (``[[answers]]`` in trainlint/libraries)."""
+    names = {name for name, _ in methods}
+    if "backward" not in names:
+        if ("step", 0) in methods and "zero_grad" in names:
+            return OPTIMIZER
+        if ("update", 0) in methods and (("step", 1) in methods or ("scale", 1) in methods):
+            return SCALER
+        if "step" in names and names & {"get_last_lr", "get_lr"}:
+            return SCHEDULER
+    return library.current().answering(names)
 
 
 def _loop_targets(fn: "Function") -> Iterable[Tuple[cst.BaseExpression, List[cst.BaseExpression]]]:

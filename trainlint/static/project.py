@@ -380,13 +380,13 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
     being computed is not entered again (an import cycle). ``known``: the modules the asker has
     read already, reused (and kept alive by it) so that an object built there is one object
     even after the module was evicted from the kept models."""
-    if model.path is None:
-        return None
+    imported = _imported(model, name)
+    if model.path is None or imported is None:
+        return None  # most names asked are nobody's import: answered before any path is resolved
     directory = _directory_of(model.path)
     project = _PROJECTS.get(directory)
     if project is None:
         project = _PROJECTS[directory] = Project(model.path)
-    imported = _imported(model, name)
     importer = model
     for _ in range(_REEXPORT_HOPS):
         if imported is None:
@@ -417,6 +417,12 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
 
 
 _FOLLOWING: List[Path] = []  # modules being read to follow objects (an import cycle stops here)
+
+
+def following() -> bool:
+    """Is a module being read to follow objects (so an import cycle may answer None for now)?"""
+    return bool(_FOLLOWING)
+
 _PROJECTS: Dict[Path, "Project"] = {}  # a directory -> the Project its modules resolve imports in
 _TEXT_OF: Dict[Tuple[Path, str], bool] = {}
 

@@ -39,7 +39,6 @@ class CallSite:
         return dotted(func.value) if isinstance(func, cst.Attribute) else None
 
 
-_OPT_HINT = ("optim", "opt")
 _TRAINING_ROUTINE = re.compile(r"^(train|fit)(_one)?(_epoch|_step|_loop)?$")
 
 
@@ -169,11 +168,8 @@ class SiteIndex:
             # ``model.train()`` is a mode switch, not a training routine.
             return not (site.name == "train" and isinstance(site.call.func, cst.Attribute))
         if site.name == "step":
-            receiver = (site.receiver or "").rsplit(".", 1)[-1].lower()
             role = self.model.roles.get(site.receiver)
-            if role is not None:
-                return role.kind == "optimizer" or (role.kind == "scaler")
-            return any(h in receiver for h in _OPT_HINT) and "sched" not in receiver or "scaler" in receiver
+            return role is not None and role.kind in ("optimizer", "scaler")
         return False
 
     def trains(self, fn: Function, depth: int = 0) -> bool:

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 
 import libcst as cst
 
 from ..calls import kwarg, literal_number
 from ..names import dotted
+from ..roles import LOADER
 from ..walk import walk
 from . import Context, Match
+
+if TYPE_CHECKING:
+    from ..objects import Obj
 
 _RANK_CHECK = re.compile(
     # ``world_size``: ``if get_world_size() != 1: raise`` before it leaves a single process.
@@ -183,24 +187,34 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
 
 
 def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
+    """A torch DataLoader without a sampler that a training loop of a DDP/FSDP script iterates
+    (directly, or handed to the function that does), followed as an object."""
     if not _is_distributed(ctx) or ctx.sites.named("DistributedSampler"):
         return
-    prepared = {dotted(a.value) for s in ctx.sites.named("prepare") for a in s.call.args}
-    training_loaders = _training_loaders(ctx)
-    for target, value in ctx.model.module_assigns + [a for fn in ctx.model.all_functions for a in fn.assigns]:
-        path = dotted(target)
-        if not isinstance(value, cst.Call) or (dotted(value.func) or "").rsplit(".", 1)[-1] != "DataLoader":
+    flow = ctx.model.objects
+    # ``accelerator.prepare(loader)`` shards it; a function of the project named prepare does not
+    prepared = {o for s in ctx.sites.named("prepare") if isinstance(s.call.func, cst.Attribute)
+                and ctx.sites.local_callee(s) is None and not any(h.cls for h in flow.eval(s.call.func.value, s.function))
+                for a in s.call.args for o in flow.eval(a.value, s.function)}
+    reported: Set[int] = set()
+    for obj in _training_loaders(ctx):
+        value = obj.node
+        if obj in prepared or not isinstance(value, cst.Call) or not flow.allocated_here(obj) or id(value) in reported:
+            continue
+        if (dotted(value.func) or "").rsplit(".", 1)[-1] != "DataLoader":
             continue
         qualified = ctx.qualify(value.func)
         if qualified and not qualified.startswith("torch"):
             continue  # DGL's / PyG's loaders shard by rank themselves (``use_ddp=True``)
-        if kwarg(value, "sampler") or kwarg(value, "batch_sampler") or path in prepared or path not in training_loaders:
+        if kwarg(value, "sampler") or kwarg(value, "batch_sampler"):
             continue
         names = {dotted(n) for a in value.args for n in walk(a.value) if isinstance(n, (cst.Name, cst.Attribute))}
         if _RANK_CHECK.search(ctx.code(value)) or any(
             _RANK_CHECK.search(ctx.code(v)) for name in names if name for v in ctx.model.values_assigned(name)
         ):
             continue  # the data is split by rank by hand (``train_idx.split(...)[rank]``)
+        reported.add(id(value))
+        path = ctx.model.roles.holders.get(obj, obj.name)
         yield Match("TL302", value, lambda line_of, c=value, p=path: (
             f"{ctx.label(c)} ({p}) feeds the training loop of a DDP/FSDP script without a "
             f"DistributedSampler: every rank iterates the same batches, so an epoch trains on the "
@@ -209,27 +223,25 @@ def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
         ))
 
 
-def _training_loaders(ctx: Context) -> set:
-    """Paths iterated by training loops, followed from parameters back to local call sites."""
-    loaders = set()
+def _training_loaders(ctx: Context) -> List["Obj"]:
+    """The loader objects training loops iterate, a parameter followed back to what this
+    module's callers pass for it."""
+    flow = ctx.model.objects
+
+    def callers(fn):
+        return [(site.call, site.function) for site in ctx.sites.calls_of(fn)]
+
+    found: Dict[int, "Obj"] = {}
     for loop in ctx.sites.training_loops():
         if not isinstance(loop, cst.For):
             continue
         fn = ctx.sites.function_of_loop.get(id(loop))
         for node in walk(loop.iter):
-            path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-            if not path:
-                continue
-            loaders.add(path)
-            if fn is not None and path in fn.params:
-                index = fn.params.index(path) - (1 if fn.cls is not None else 0)
-                for caller in ctx.sites.calls_of(fn):
-                    positional = [a for a in caller.call.args if a.keyword is None]
-                    by_name = kwarg(caller.call, path)
-                    actual = by_name.value if by_name else (positional[index].value if 0 <= index < len(positional) else None)
-                    if actual is not None and dotted(actual):
-                        loaders.add(dotted(actual))
-    return loaders
+            if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+                for obj in flow.reaching(node, fn, callers):
+                    if obj.role is not None and obj.role.kind == LOADER:
+                        found.setdefault(id(obj), obj)
+    return list(found.values())
 
 
 RULES = {

@@ -11,14 +11,13 @@ from ..names import dotted
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
 from ..calls import arg, kwarg, literal_bool, literal_number, literal_str
-from ..roles import LOADER, OPTIMIZER, SCHEDULER, classify_constructor
+from ..roles import LOADER, OPTIMIZER, SCALER, SCHEDULER, classify_constructor
 from ..walk import children, walk
 from . import Context, Match
 from .optimizers import optimizer_calls
 
 _LAST_BATCH = re.compile(r"len\(|last|final|end|num_|total|steps_per_epoch|max_", re.IGNORECASE)
 _NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled")
-_OPT_NAME = re.compile(r"optim|^opt($|_)", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------- TL202
@@ -26,7 +25,7 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
     for loop in ctx.sites.training_loops():
         if not isinstance(loop, cst.For) or not _iterates_loader(ctx, loop.iter):
             continue
-        for stmt in block(loop.body):
+        for stmt in _pass_statements(ctx, loop):
             if not isinstance(stmt, cst.If) or not _modulo(stmt.test):
                 continue
             if _LAST_BATCH.search(ctx.code(stmt.test)) or not _steps(ctx, stmt.body):
@@ -45,31 +44,64 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
             ))
 
 
+def _pass_statements(ctx: Context, loop: cst.For) -> List[cst.BaseStatement]:
+    """The statements one pass of the loop runs: its own, and those of a function of this module
+    it calls as a statement (the loop body moved into a per-iteration helper)."""
+    statements: List[cst.BaseStatement] = []
+    for stmt in block(loop.body):
+        statements.append(stmt)
+        if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+            small = stmt.body[0]
+            call = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+            site = ctx.sites.of_call(call) if isinstance(call, cst.Call) else None
+            callee = ctx.sites.local_callee(site) if site is not None else None
+            if callee is not None:
+                statements.extend(callee.body)
+    return statements
+
+
 def _backpropagates(node: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward" for n in walk(node))
 
 
 def _counts_across_epochs(ctx: Context, test: cst.BaseExpression, loop: cst.For) -> bool:
-    """The boundary counts a global iteration (assigned from the epoch) rather than the batch index."""
+    """The boundary counts a global iteration, computed from an enclosing (epoch) loop's variable
+    (``ni = i + nb * epoch``), rather than the batch index: the count runs on across epochs."""
     fn = ctx.sites.function_of_loop.get(id(loop))
     assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    outer = _enclosing_loop_variables(fn.node if fn is not None else ctx.model.module, loop)
     counters = {dotted(n.left) for n in walk(test) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)}
     return any(
         isinstance(target, cst.Name) and target.value in counters
-        and any(isinstance(n, cst.Name) and "epoch" in n.value.lower() for n in walk(value))
+        and any(isinstance(n, cst.Name) and n.value in outer for n in walk(value))
         for target, value in assigns
     )
 
 
+def _enclosing_loop_variables(scope: cst.CSTNode, loop: cst.For) -> Set[str]:
+    """Names bound by the for-loops of ``scope`` that enclose ``loop``."""
+    names: Set[str] = set()
+    for node in walk(scope):
+        if isinstance(node, cst.For) and node is not loop and any(n is loop for n in walk(node.body)):
+            names.update(n.value for n in walk(node.target) if isinstance(n, cst.Name))
+    return names
+
+
 def _iterates_loader(ctx: Context, iterable: cst.BaseExpression) -> bool:
-    for node in walk(iterable):
-        path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if path is None:
-            continue
-        role = ctx.model.roles.get(path)
-        if (role is not None and role.kind == LOADER) or "loader" in path.lower():
-            return True
-    return False
+    """Does the loop run over a finite sequence of batches: a loader, or an object the code does
+    not build (a loader or list a caller hands in), rather than a count (``range(n)``)?"""
+    while isinstance(iterable, cst.Call) and dotted(iterable.func) in _ITERATION_WRAPPERS and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call):
+        return ctx.model.role_of_value(iterable) is not None and ctx.model.role_of_value(iterable).kind == LOADER
+    path = dotted(iterable) if isinstance(iterable, (cst.Name, cst.Attribute)) else None
+    if path is None:
+        return False
+    role = ctx.model.roles.get(path)
+    return role is None or role.kind == LOADER
+
+
+_ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "iter"})
 
 
 def _modulo(test: cst.BaseExpression) -> bool:
@@ -77,13 +109,13 @@ def _modulo(test: cst.BaseExpression) -> bool:
 
 
 def _steps(ctx: Context, node: cst.CSTNode) -> bool:
-    return any(
-        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "step"
-        and _OPT_NAME.search((dotted(n.func.value) or "").rsplit(".", 1)[-1] or "")
-        or (isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "step"
-            and "scaler" in (dotted(n.func.value) or "").lower())
-        for n in walk(node)
-    )
+    """An optimizer step under ``node``: ``optimizer.step()`` or ``scaler.step(optimizer)``."""
+    for n in walk(node):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "step":
+            role = ctx.model.roles.get(dotted(n.func.value))
+            if role is not None and role.kind in (OPTIMIZER, SCALER):
+                return True
+    return False
 
 
 def _steps_after(ctx: Context, loop: cst.For) -> bool:
@@ -251,7 +283,8 @@ def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:
 
 def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
     loops = site.loops if site is not None else ctx.sites.loops_of.get(id(node), ())
-    if not any(id(loop) in training for loop in loops):
+    if not any(id(loop) in training for loop in loops) and not (
+            not loops and _outlives_call(node, fn) and any(ctx.sites.in_training_loop(c) for c in ctx.sites.calls_of(fn))):
         return
     if _rebound_detached(ctx, fn, name):
         return  # ``loss = loss.item()`` somewhere before: which value is accumulated is not proven
@@ -262,6 +295,24 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
         f"iteration: memory grows each step until the run is out of memory (or slows down); "
         f"accumulate {n}.item() (or {n}.detach())."
     ))
+
+
+def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
+    """In a function run once per training iteration (the loop body moved into a helper): does
+    the accumulator outlive the call? An attribute does, a list the caller passed in does, and a
+    total passed in does when the function hands it back."""
+    if fn is None:
+        return False
+    target = node.target if isinstance(node, cst.AugAssign) else node.func.value if isinstance(node, cst.Call) else None
+    path = dotted(target) if target is not None else None
+    if path is None:
+        return False
+    head = path.split(".", 1)[0]
+    if head == "self":
+        return True
+    if head not in fn.params:
+        return False
+    return isinstance(node, cst.Call) or any(dotted(value) == path for value in fn.returns)
 
 
 # ``.cpu()`` and ``.to(...)`` are differentiable copies: the graph comes along (``.numpy()`` raises
@@ -465,7 +516,7 @@ def _saves_scheduler(ctx: Context, saved: cst.BaseExpression) -> bool:
         if _is_state_dict(node):
             owner = dotted(node.func.value)
             role = ctx.model.roles.get(owner)
-            if (role is not None and role.kind == SCHEDULER) or _SCHED_NAME.search((owner or "").rsplit(".", 1)[-1]):
+            if role is not None and role.kind == SCHEDULER:
                 return True
         if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString):
             if "sched" in str(node.key.evaluated_value).lower():
@@ -496,17 +547,14 @@ def _periodic_weights(ctx: Context, site, saved: Optional[cst.BaseExpression]) -
     ``optimizer.pt`` and ``scheduler.pt`` with separate calls)."""
     if not _is_state_dict(saved) or not any(_modulo(test) for test in site.tests) or _best_model_export(ctx, site):
         return False
-    owner = (dotted(saved.func.value) or "").rsplit(".", 1)[-1]
-    if _is_optimizer_state(ctx, saved) or _SCHED_NAME.search(owner):
+    owner = ctx.model.roles.get(dotted(saved.func.value))
+    if _is_optimizer_state(ctx, saved) or (owner is not None and owner.kind == SCHEDULER):
         return False  # the optimizer's or scheduler's own state saved on its own
     for other in ctx.sites.in_function(site.function):
         if other is not site and dotted(other.call.func) == "torch.save" and other.call.args:
             if any(_is_state_dict(n) and _is_optimizer_state(ctx, n) for n in walk(other.call.args[0].value)):
                 return False
     return True
-
-
-_SCHED_NAME = re.compile(r"sched", re.IGNORECASE)
 
 
 def _best_model_export(ctx: Context, site) -> bool:
@@ -572,9 +620,7 @@ def _is_state_dict(node: cst.CSTNode) -> bool:
 def _is_optimizer_state(ctx: Context, call: cst.Call) -> bool:
     owner = dotted(call.func.value)
     role = ctx.model.roles.get(owner)
-    if role is not None and role.kind == OPTIMIZER:
-        return True
-    return bool(_OPT_NAME.search((owner or "").rsplit(".", 1)[-1]))
+    return role is not None and role.kind == OPTIMIZER
 
 
 RULES = {

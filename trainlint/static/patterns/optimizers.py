@@ -6,7 +6,7 @@ from typing import Iterable, List, Optional
 
 import libcst as cst
 
-from ..calls import arg, kwarg, literal_bool, literal_number
+from ..calls import parameters_given, arg, kwarg, literal_bool, literal_number
 from ..module import block
 from ..names import dotted, plain_key
 from ..roles import params_owner
@@ -139,8 +139,8 @@ def optimizer_updates_nothing(ctx: Context) -> Iterable[Match]:
         if disabled is None:
             continue
         after = order.get(id(disabled[0]), -1)
-        steps = [s for s in ctx.sites.in_function(site.function) if s.name == "step" and order.get(id(s.statement), -1) > after
-                 and (s.receiver == stepped or any(dotted(a.value) == stepped for a in s.call.args))]
+        steps = [s for s in ctx.sites.in_function(site.function) if order.get(id(s.statement), -1) > after
+                 and _steps_object(ctx, s, stepped, 0)]
         if not steps or _built_twice(ctx, site.function, stepped):
             continue
         yield Match("TL306", site.call, lambda line_of, c=site.call, d=disabled, n=owner, s=steps[0].call: (
@@ -154,6 +154,19 @@ def optimizer_updates_nothing(ctx: Context) -> Iterable[Match]:
                 "parameters that do still train are in no step of this optimizer; build the optimizer "
                 "after freezing, over the parameters that still train (those with p.requires_grad).")
         ))
+
+
+def _steps_object(ctx: Context, site, name: str, depth: int) -> bool:
+    """Does this call step the optimizer ``name`` (``name.step()``, ``scaler.step(name)``), or hand
+    it to a function of this module that does (the loop body moved into a helper)?"""
+    if site.name == "step" and (site.receiver == name or any(dotted(a.value) == name for a in site.call.args)):
+        return True
+    callee = ctx.sites.local_callee(site) if depth < 3 else None
+    if callee is None:
+        return False
+    received = [param for param, value in parameters_given(site.call, callee.params, callee.cls is not None)
+                if dotted(value) == name]
+    return any(_steps_object(ctx, inner, param, depth + 1) for param in received for inner in ctx.sites.in_function(callee))
 
 
 def _assigned_name(site) -> Optional[str]:
