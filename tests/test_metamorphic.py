@@ -160,22 +160,7 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("projects/layer_wrapper_softmax_bad", "split_helpers_module"): _REEXPORT,
     ("projects/trainer_class_module_bad", "reexport_through_package"): _REEXPORT,
     # EXTRACT_PATTERN (10)
-    ("TL104/bad_zero_every_micro_batch.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL202/bad_class.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL202/bad_flat.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL202/bad_hf_style.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL306/bad_frozen_after_optimizer.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL306/bad_head_replaced_after_optimizer.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL306/bad_two_optimizers_one_stale.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL503/bad_append.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL503/bad_append_loss_moved_to_cpu.py", "extract_loop_body"): _EXTRACT_PATTERN,
-    ("TL503/bad_total_loss.py", "extract_loop_body"): _EXTRACT_PATTERN,
     # DICT_ENTRY_ARG (7)
-    ("TL301/bad_imagenet_style.py", "loaders_in_dict"): _DICT_ENTRY_ARG,
-    ("TL301/bad_iterator_restarted_on_exhaustion.py", "loaders_in_dict"): _DICT_ENTRY_ARG,
-    ("TL302/bad_flat_ddp.py", "loaders_in_dict"): _DICT_ENTRY_ARG,
-    ("TL302/bad_fsdp2.py", "loaders_in_dict"): _DICT_ENTRY_ARG,
-    ("TL302/bad_function.py", "loaders_in_dict"): _DICT_ENTRY_ARG,
     ("projects/engine_split_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     ("projects/relative_package_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     # WRAP_SELF (6)
@@ -184,12 +169,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL901/bad_epoch_checkpoint.py", "wrap_in_class"): _WRAP_SELF,
     ("projects/layer_wrapper_softmax_bad", "wrap_in_class"): _WRAP_SELF,
     # NAME_OPT (6)
-    ("TL106/bad_micro_loop.py", "rename"): _NAME_OPT,
-    ("TL201/bad_micro_steps_counted_from_one.py", "rename"): _NAME_OPT,
-    ("TL203/bad_micro_loop.py", "rename"): _NAME_OPT,
-    ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "rename"): _NAME_OPT,
-    ("TL203/bad_no_sync_backward_only.py", "rename"): _NAME_OPT,
-    ("TL402/bad_direct_step.py", "rename"): _NAME_OPT,
     # EXTRACT_ACCUM (6)
     ("TL201/bad_hooked_transformer_loss.py", "extract_loop_body"): _EXTRACT_ACCUM,
     ("TL201/bad_micro_step_loop.py", "extract_loop_body"): _EXTRACT_ACCUM,
@@ -203,30 +182,19 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL306/bad_two_optimizers_one_stale.py", "move_constructor_to_builder"): _BUILDER_MODULE,
     # ALIAS (4)
     ("TL201/bad_hooked_transformer_loss.py", "inline_helper"): _ALIAS,
-    ("TL302/bad_function.py", "inline_helper"): _ALIAS,
     ("TL801/bad_sequential_built_by_helper.py", "inline_helper"): _ALIAS,
     # NAME_LOADER_OPT (4)
-    ("TL104/bad_zero_every_micro_batch.py", "rename"): _NAME_LOADER_OPT,
-    ("TL104/good_zero_grad_on_nonfinite_skip.py", "rename"): _NAME_LOADER_OPT,
-    ("TL202/bad_flat.py", "rename"): _NAME_LOADER_OPT,
-    ("TL202/bad_hf_style.py", "rename"): _NAME_LOADER_OPT,
     # BUILDER_TL302 (3)
-    ("TL302/bad_flat_ddp.py", "move_constructor_to_builder"): _BUILDER_TL302,
-    ("TL302/bad_fsdp2.py", "move_constructor_to_builder"): _BUILDER_TL302,
-    ("TL302/bad_function.py", "move_constructor_to_builder"): _BUILDER_TL302,
     # NAME_RANK_FN (3)
     ("TL303/good_helper_guarded_at_call.py", "rename"): _NAME_RANK_FN,
     ("TL303/good_rank_check_folded_into_flag.py", "rename"): _NAME_RANK_FN,
     ("TL303/good_world_process_zero_method.py", "rename"): _NAME_RANK_FN,
     # ANNASSIGN (3)
     # NAME_SCALER (2)
-    ("TL201/good_divided_variants.py", "rename"): _NAME_SCALER,
-    ("TL402/good_scaled_loss_in_a_variable.py", "rename"): _NAME_SCALER,
     # WRAP_SELF_WRAP (2)
     ("TL203/bad_fully_shard_no_gradient_sync_toggle.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     # NAME_TRAIN_FN (2)
-    ("TL302/bad_function.py", "rename"): _NAME_TRAIN_FN,
     ("TL303/bad_final_export.py", "rename"): _NAME_TRAIN_FN,
     # DECORATOR_IMPORTED (2)
     ("TL502/good_project_decorator_factory.py", "reexport_through_package"): _DECORATOR_IMPORTED,
@@ -235,7 +203,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("projects/engine_split_bad", "rename"): _CALLER_ROLE_LEAK,
     ("projects/scaler_wrapper_class_bad", "rename"): _CALLER_ROLE_LEAK,
     # NAME_OPT_FP (1)
-    ("TL101/good_engine_backward_then_clip.py", "rename"): _NAME_OPT_FP,
     # MODULE_BY_NAME (1)
     # EXTRACT_PARTIAL (1)
     ("TL105/bad_partial_update.py", "extract_loop_body"): _EXTRACT_PARTIAL,

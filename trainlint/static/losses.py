@@ -138,10 +138,13 @@ def _returned_by_model(call: cst.Call, index: int, count: int, fn: Optional[Func
     the model's class when this module or the project defines it (``model = GPT(config)``);
     otherwise unknown."""
     callee = dotted(call.func)
-    classes = {dotted(v.func) for t, v in _assignments(fn, model) + model.module_assigns
-               if dotted(t) == callee and isinstance(v, cst.Call)}
-    for cls in classes:
-        forward = model.method_of_class(cls or "", "forward")
+    # the instances the called object can be (a parameter holds what the callers pass), and, for
+    # a class defined in another module, what the name was assigned from
+    instances = [(o.class_module() or model, o.cls) for o in model.objects.eval(call.func, fn) if o.cls is not None]
+    assigned = [(model, dotted(v.func)) for t, v in _assignments(fn, model) + model.module_assigns
+                if dotted(t) == callee and isinstance(v, cst.Call)]
+    for owner_module, cls in dict.fromkeys(instances + assigned):
+        forward = owner_module.method_of_class(cls or "", "forward")
         if forward is None:
             continue
         owner = forward.owner or model

@@ -25,7 +25,7 @@ import libcst as cst
 
 from . import library
 from .calls import arg, parameters_given
-from .names import dotted, plain_key
+from .names import access_path, dotted, plain_key
 from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role, classify_constructor
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ _FLUENT = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double",
 _MAX_UNPACKED = 8  # optimizers handed back by one call (``opt_g, opt_d = self.optimizers()``)
 _FIELD_DEPTH = 2  # ``loaders['train'].sampler``: fields of fields named in the role table
 _ROUNDS = 3  # passes over a module's assignments: enough for aliases made before their source
+_PATH_PART = re.compile(r"^\w+|\.\w+|\[[^\]]*\]")  # ``self`` ``.optimizer`` ``['generator']``
 _MAX_DEPTH = 4  # calls followed inside one evaluation (callee returns through callee returns)
 # Text that can make a training object: a project module without it is never parsed for this.
 _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
@@ -212,12 +213,12 @@ class ObjectFlow:
         asked: Dict[Obj, Set[Tuple[str, int]]] = {}
         seen: List[Tuple[str, Obj, Optional["Function"]]] = []
         for fn in functions:
+            sole = _sole_stepped_after_backward(fn)
             for path, methods in self._asked(fn, 0, set()).items():
-                head = path.split(".", 1)[0]
-                found = self._lookup(path, fn)
-                if not found:
-                    outside = self._from_outside(path, head, fn) or self._from_unknown_call(path, fn)
-                    found = frozenset({outside}) if outside is not None else NONE
+                if path == sole:
+                    methods = methods | {_SOLE_STEP}
+                head = re.split(r"[.\[]", path, maxsplit=1)[0]
+                found = self._at_path(path, fn)
                 for obj in found:
                     if (obj.origin is not None or obj.given_parameters) and obj.role is None:
                         asked.setdefault(obj, set()).update(methods)
@@ -261,6 +262,23 @@ class ObjectFlow:
                 return
         self._changed |= _add(self._scope(fn).setdefault(path, set()), objects)
 
+    def _at_path(self, path: str, fn: "Function") -> Objects:
+        """The objects at an access path (``self.optimizer['generator']``) in ``fn``: its longest
+        prefix that holds objects, then their fields; a path nothing reaches is what came in from
+        outside, or from a call nothing describes."""
+        found = self._lookup(path, fn)
+        if found:
+            return found
+        parts = _PATH_PART.findall(path)
+        for end in range(len(parts) - 1, 0, -1):
+            found = self._lookup("".join(parts[:end]), fn)
+            if found:
+                for part in parts[end:]:
+                    found = _field(found, part.lstrip("."))
+                return found
+        outside = self._from_outside(path, parts[0] if parts else path, fn) or self._from_unknown_call(path, fn)
+        return frozenset({outside}) if outside is not None else NONE
+
     def _asked(self, fn: "Function", depth: int, active: Set[int]) -> Dict[str, Set[Tuple[str, int]]]:
         """The methods ``fn``'s statements call on each variable path (``opt.step()``), and, for a
         variable handed on to a function of the project, what that function asks of its parameter."""
@@ -269,7 +287,7 @@ class ObjectFlow:
             return known
         asked: Dict[str, Set[Tuple[str, int]]] = {}
         for receiver, method, positional in fn.method_calls:
-            path = dotted(receiver)
+            path = access_path(receiver)
             if path is not None:
                 asked.setdefault(path, set()).add((method, positional))
         if depth < _MAX_DEPTH and id(fn.node) not in active:
@@ -749,15 +767,31 @@ def _parameters_of_a_module(expr: cst.BaseExpression) -> bool:
             and expr.func.attr.value in ("parameters", "named_parameters"))
 
 
+# The one object a function steps (no argument) where it also runs a backward: its optimizer
+# (a missing zero_grad must not hide what is stepped).
+_SOLE_STEP = ("step after backward", 0)
+
+
+def _sole_stepped_after_backward(fn: "Function") -> Optional[str]:
+    """The path of the only object ``fn`` steps with no argument, when ``fn`` also runs a
+    backward and steps nothing else; None otherwise."""
+    stepped = {access_path(receiver) for receiver, method, positional in fn.method_calls if method == "step"}
+    if len(stepped) != 1 or not any(method == "backward" for _, method, _ in fn.method_calls):
+        return None
+    if any(method == "step" and positional for _, method, positional in fn.method_calls):
+        return None
+    return stepped.pop()
+
+
 def _answered_kind(methods: Set[Tuple[str, int]]) -> Optional[str]:
     """The one kind of training object that answers all of ``methods`` ((name, positional
     argument count) pairs), when the combination tells. A module has ``zero_grad`` but no
     ``step``; a scheduler ``step`` but no ``zero_grad``; an engine that also runs ``backward``
-    is none of these. Libraries' objects answer the methods their descriptions list
+    is none of these. The only object stepped where a backward runs is the optimizer. Libraries' objects answer the methods their descriptions list
     (``[[answers]]`` in trainlint/libraries)."""
     names = {name for name, _ in methods}
     if "backward" not in names:
-        if ("step", 0) in methods and "zero_grad" in names:
+        if ("step", 0) in methods and ("zero_grad" in names or _SOLE_STEP in methods):
             return OPTIMIZER
         if ("update", 0) in methods and (("step", 1) in methods or ("scale", 1) in methods):
             return SCALER

@@ -63,17 +63,21 @@ def _wraps(ctx: Context):
     return {id(site.call): site for site in ctx.sites.named("DistributedDataParallel", "DDP", "DataParallel", "compile")}
 
 
-def _rank_check(ctx: Context, test: cst.BaseExpression) -> bool:
-    """``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``, ``local_rank in (-1, 0)``, or a
-    single-process path (``not args.distributed``)..."""
-    if _RANK_CHECK.search(ctx.code(test)):
+def _rank_check(ctx: Context, test: cst.BaseExpression, fn=None) -> bool:
+    """``rank == 0``, ``is_main_process``, ``self.gpu_id == 0``, ``local_rank in (-1, 0)``, a
+    function of this module that returns such a test, a callable the caller passes in (its
+    answer is the caller's, per rank), or a single-process path (``not args.distributed``)..."""
+    if _tests_rank(ctx, test, 0):
+        return True
+    if fn is not None and any(isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value in fn.params
+                              for n in walk(test)):
         return True
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and _MULTI_PROCESS.search(ctx.code(test.expression)):
         return True
     for node in walk(test):
         # A flag that folded a rank check in: ``args.save_logs = args.logs and is_master(args)``.
         path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if path and any(_RANK_CHECK.search(ctx.code(value)) for value in ctx.model.values_assigned(path)):
+        if path and any(_tests_rank(ctx, value, 0) for value in ctx.model.values_assigned(path)):
             return True
     for node in walk(test):
         if isinstance(node, cst.Comparison) and isinstance(node.left, (cst.Name, cst.Attribute)):
@@ -86,19 +90,36 @@ def _rank_check(ctx: Context, test: cst.BaseExpression) -> bool:
     return False
 
 
+def _tests_rank(ctx: Context, expr: cst.BaseExpression, depth: int) -> bool:
+    """Does the expression test the rank: in its text, or through what a function of this module
+    it calls returns (``is_primary(args)`` with ``return args.rank == 0``)?"""
+    if _RANK_CHECK.search(ctx.code(expr)):
+        return True
+    if depth >= 2:
+        return False
+    for node in walk(expr):
+        site = ctx.sites.of_call(node) if isinstance(node, cst.Call) else None
+        callee = ctx.sites.local_callee(site) if site is not None else None
+        if callee is not None and any(_tests_rank(ctx, value, depth + 1) for value in callee.returns):
+            return True
+    return False
+
+
 def _guarded(ctx: Context, site, depth: int = 0) -> bool:
     """Under a rank-0 check, here or at every local call site of the enclosing function (call
     sites in except handlers do not count: exception paths are not training paths)."""
     if id(site.call) in ctx.sites.exceptional:
         return True
-    if any(_rank_check(ctx, test) for test in site.tests):
+    if any(_rank_check(ctx, test, site.function) for test in site.tests):
         return True
     if site.function is None or depth > 3:
         return False
     callers = ctx.sites.calls_of(site.function)
     if not callers:
-        # Called from outside this module (or a framework hook): the guard may be there.
-        return not ctx.sites.trains(site.function) and not site.loops
+        # Called from outside this module (or a framework hook): the guard may be there, unless
+        # the function trains or starts the process group and wraps the model itself (the entry).
+        sets_up = any(s.function is site.function for s in ctx.sites.named(*_DISTRIBUTED_CALLS))
+        return not ctx.sites.trains(site.function) and not sets_up and not site.loops
     return all(_guarded(ctx, caller, depth + 1) for caller in callers)
 
 

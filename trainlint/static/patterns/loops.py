@@ -10,7 +10,7 @@ from ..module import Function, block
 from ..names import dotted
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
-from ..calls import arg, kwarg, literal_bool, literal_number, literal_str
+from ..calls import arg, parameters_given, kwarg, literal_bool, literal_number, literal_str
 from ..roles import LOADER, OPTIMIZER, SCALER, SCHEDULER, classify_constructor
 from ..walk import children, walk
 from . import Context, Match
@@ -25,14 +25,14 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
     for loop in ctx.sites.training_loops():
         if not isinstance(loop, cst.For) or not _iterates_loader(ctx, loop.iter):
             continue
-        for stmt in _pass_statements(ctx, loop):
+        for stmt, helper, call in _pass_statements(ctx, loop):
             if not isinstance(stmt, cst.If) or not _modulo(stmt.test):
                 continue
             if _LAST_BATCH.search(ctx.code(stmt.test)) or not _steps(ctx, stmt.body):
                 continue
             if _backpropagates(stmt.body):
                 continue  # ``if i % n_critic == 0:`` zero_grad, backward, step of its own: nothing accumulates
-            if _counts_across_epochs(ctx, stmt.test, loop):
+            if _counts_across_epochs(ctx, stmt.test, loop, helper, call):
                 continue  # ``ni = i + nb * epoch``: the remainder is stepped with the next epoch's first batches
             if _steps_after(ctx, loop):
                 continue
@@ -44,19 +44,20 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
             ))
 
 
-def _pass_statements(ctx: Context, loop: cst.For) -> List[cst.BaseStatement]:
+def _pass_statements(ctx: Context, loop: cst.For) -> List[Tuple[cst.BaseStatement, Optional[Function], Optional[cst.Call]]]:
     """The statements one pass of the loop runs: its own, and those of a function of this module
-    it calls as a statement (the loop body moved into a per-iteration helper)."""
-    statements: List[cst.BaseStatement] = []
+    it calls as a statement (the loop body moved into a per-iteration helper), with that helper
+    and the call."""
+    statements: List[Tuple[cst.BaseStatement, Optional[Function], Optional[cst.Call]]] = []
     for stmt in block(loop.body):
-        statements.append(stmt)
+        statements.append((stmt, None, None))
         if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
             small = stmt.body[0]
             call = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
             site = ctx.sites.of_call(call) if isinstance(call, cst.Call) else None
             callee = ctx.sites.local_callee(site) if site is not None else None
             if callee is not None:
-                statements.extend(callee.body)
+                statements.extend((inner, callee, call) for inner in callee.body)
     return statements
 
 
@@ -64,12 +65,18 @@ def _backpropagates(node: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward" for n in walk(node))
 
 
-def _counts_across_epochs(ctx: Context, test: cst.BaseExpression, loop: cst.For) -> bool:
+def _counts_across_epochs(ctx: Context, test: cst.BaseExpression, loop: cst.For,
+                          helper: Optional[Function] = None, call: Optional[cst.Call] = None) -> bool:
     """The boundary counts a global iteration, computed from an enclosing (epoch) loop's variable
-    (``ni = i + nb * epoch``), rather than the batch index: the count runs on across epochs."""
+    (``ni = i + nb * epoch``), rather than the batch index: the count runs on across epochs. In a
+    per-iteration helper, a parameter the call gives such a value counts as that value."""
     fn = ctx.sites.function_of_loop.get(id(loop))
-    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
     outer = _enclosing_loop_variables(fn.node if fn is not None else ctx.model.module, loop)
+    if helper is not None and call is not None:
+        outer = {param for param, value in parameters_given(call, helper.params, helper.cls is not None)
+                 if any(isinstance(n, cst.Name) and n.value in outer for n in walk(value))}
+        fn = helper
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
     counters = {dotted(n.left) for n in walk(test) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)}
     return any(
         isinstance(target, cst.Name) and target.value in counters
@@ -312,7 +319,10 @@ def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
         return True
     if head not in fn.params:
         return False
-    return isinstance(node, cst.Call) or any(dotted(value) == path for value in fn.returns)
+    if isinstance(node, cst.Call):
+        return True
+    # a total handed back, and never started again here (``running = 0`` at a step: bounded)
+    return any(dotted(value) == path for value in fn.returns) and not any(dotted(t) == path for t, _ in fn.assigns)
 
 
 # ``.cpu()`` and ``.to(...)`` are differentiable copies: the graph comes along (``.numpy()`` raises

@@ -26,6 +26,38 @@ def optimizer_calls(ctx: Context) -> Iterable:
             yield site, last
 
 
+def optimizers_over(ctx: Context) -> Iterable:
+    """(site, owner) for each optimizer built here over one model's parameters: a constructor
+    (``Adam(model.parameters())``), or a call of a function of this module that returns one
+    (``build_optimizer(model)``), the model then named as the caller names it."""
+    built = list(optimizer_calls(ctx))
+    for site, _ in built:
+        owner = params_owner(arg(site.call, 0, "params"))
+        if owner is not None:
+            yield site, owner
+    for site in ctx.sites.sites:
+        callee = ctx.sites.local_callee(site)
+        if callee is None:
+            continue
+        for constructor, _ in built:
+            if constructor.function is not callee or not _returned(callee, constructor.call):
+                continue
+            owner = params_owner(arg(constructor.call, 0, "params"))
+            head, dot, rest = (owner or "").partition(".")
+            given = dict((param, dotted(value)) for param, value in
+                         parameters_given(site.call, callee.params, callee.cls is not None))
+            if head in callee.params:
+                owner = given.get(head) and given[head] + dot + rest
+            if owner:
+                yield site, owner
+
+
+def _returned(fn, call: cst.Call) -> bool:
+    """Does ``fn`` return the object this call builds (directly, or through one variable)?"""
+    names = {dotted(target) for target, value in fn.assigns if value is call}
+    return any(value is call or (dotted(value) is not None and dotted(value) in names) for value in fn.returns)
+
+
 def _weight_decay(ctx: Context, call: cst.Call) -> Optional[float]:
     """The literal weight decay, or one named by a constant or a command-line default."""
     value = kwarg(call, "weight_decay")
@@ -129,8 +161,7 @@ def optimizer_updates_nothing(ctx: Context) -> Iterable[Match]:
     loop setting ``p.requires_grad = False``) or replaced (``model.head = nn.Linear(...)``), and
     stepped afterwards: every step updates nothing."""
     order = ctx.sites.statement_order
-    for site, name in optimizer_calls(ctx):
-        owner = params_owner(arg(site.call, 0, "params"))
+    for site, owner in optimizers_over(ctx):
         stepped = _assigned_name(site)
         if owner is None or stepped is None:
             continue
@@ -248,10 +279,7 @@ def _freezes_loop(loop: cst.For, holds) -> bool:
 def optimizer_before_wrap(ctx: Context) -> Iterable[Match]:
     """An optimizer over ``model``'s parameters constructed before ``model`` is sharded by FSDP."""
     order = ctx.sites.statement_order
-    for site, _ in optimizer_calls(ctx):
-        owner = params_owner(arg(site.call, 0, "params"))
-        if owner is None:
-            continue
+    for site, owner in optimizers_over(ctx):
         for other in ctx.sites.in_function(site.function):
             qualified = ctx.qualify(other.call.func)
             last = (dotted(other.call.func) or "").rsplit(".", 1)[-1]
