@@ -920,8 +920,9 @@ class Interpreter:
         bound = {"self": path}
         init = (method.owner or self.model).methods.get((method.cls, "__init__"))
         values = self.model.values_assigned(dotted(receiver) or "")
-        if init is None or len(values) != 1 or not isinstance(values[0], cst.Call):
-            return bound
+        if init is None or len(values) != 1 or not isinstance(values[0], cst.Call) or (
+                (dotted(values[0].func) or "").rsplit(".", 1)[-1] != method.cls):
+            return bound  # not built here by its constructor (a builder returned it): self.x is its field
         params = [p for p in init.params if p not in ("self", "cls")]
         given: Dict[str, str] = {}
         for param, arg in zip(params, [a for a in values[0].args if a.keyword is None and not a.star]):
@@ -942,11 +943,21 @@ class Interpreter:
     def _method_of_object(self, call: cst.Call, frame: Frame) -> Optional[Function]:
         """``trainer.train()`` where ``trainer`` was built from a class of this module or the project."""
         func = call.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value != "self":
+        if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value == "self"):
             holder, method = func.value, func.attr.value
         elif isinstance(func, cst.Name):
             holder, method = func, "__call__"  # the object itself is called
         else:
+            return None
+        # the instances the receiver can be (``Runner(model).run()``, a parameter the callers fill)
+        reached = self.model.objects.eval(holder, frame.function)
+        instances = {(o.class_module(), o.cls) for o in reached if o.cls is not None}
+        if len(instances) == 1 and all(o.cls is not None for o in reached):
+            owner, class_name = instances.pop()
+            found = owner.method_of_class(class_name, method) if owner is not None else None
+            if found is not None:
+                return found
+        if not isinstance(holder, cst.Name):
             return None
         # Built here, or (a parameter of a function run for the checked file) built by the caller.
         places = [(self.model, holder.value)]

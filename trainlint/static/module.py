@@ -16,6 +16,7 @@ import libcst as cst
 from .names import ImportMap, Selector, access_path, dotted, selectors
 from .roles import (
     LOADER,
+    OPTIMIZER,
     SCHEDULER,
     Role,
     RoleTable,
@@ -245,7 +246,7 @@ class ModuleModel:
                 self.roles.scopes.setdefault(path.split(".", 1)[0], set()).add(id(fn.node))
             if not trained or any(o.role.kind != trained[0].role.kind for o in trained):
                 continue
-            self.roles.set(path, self._role_of_objects(trained))
+            self.roles.set(path, self._seen_from(self._role_of_objects(trained), trained, fn))
             if len(trained) == 1:
                 self.roles.canonical.setdefault(path, holders[trained[0]])
         for fn, name, annotation in self.roles_pending_annotations:
@@ -255,6 +256,21 @@ class ModuleModel:
             self.roles.set(name, role)
         for func, target, value, tests in self.selected_assigns:
             self._role_under_tests(func, target, value, tests)
+
+    def _seen_from(self, role: Role, objects: List["Obj"], fn: Optional[Function]) -> Role:
+        """An optimizer built by a function over its parameter's model (``build(model)``) names
+        that model by the builder's parameter; seen from anywhere else, which model it is has no
+        name there (so any model's zero_grad may clear it, rather than none)."""
+        if role.kind != OPTIMIZER or not (role.module or role.modules):
+            return role
+        sites = self.sites()
+        for obj in objects:
+            site = sites.of_call(obj.node) if isinstance(obj.node, cst.Call) else None
+            builder = site.function if site is not None else None
+            heads = {m.split(".", 1)[0] for m in ((role.module,) if role.module else role.modules)}
+            if builder is not None and builder is not fn and heads & set(builder.params):
+                return replace(role, module=None, modules=())
+        return role
 
     def _role_of_objects(self, objects: List["Obj"]) -> Role:
         role = _shared_role([o.role for o in objects])

@@ -53,7 +53,7 @@ _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.
 class Obj:
     """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
 
-    __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "node", "given_parameters", "__weakref__")
+    __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "node", "given_parameters", "unknown", "__weakref__")
 
     def __init__(self, role: Optional[Role], name: str, cls: Optional[str] = None,
                  module: Optional["ModuleModel"] = None, origin: Optional[str] = None,
@@ -72,6 +72,9 @@ class Obj:
         # made by a call nothing describes that was given a model's parameters
         # (``instantiate(cfg.optimizer, model.parameters())``): what it is, its methods tell
         self.given_parameters = False
+        # returned by a call nothing here describes (or a part of such an object): it may be
+        # anything, a training object included; what is asked of it may tell
+        self.unknown = False
 
     def class_module(self) -> Optional["ModuleModel"]:
         if self._module is None:
@@ -219,8 +222,10 @@ class ObjectFlow:
                     methods = methods | {_SOLE_STEP}
                 head = re.split(r"[.\[]", path, maxsplit=1)[0]
                 found = self._at_path(path, fn)
+                if any(obj.role is not None for obj in found):
+                    continue  # a path that holds a known training object is known by it
                 for obj in found:
-                    if (obj.origin is not None or obj.given_parameters) and obj.role is None:
+                    if (obj.origin is not None or obj.unknown) and obj.role is None:
                         asked.setdefault(obj, set()).update(methods)
                         seen.append((path, obj, fn if head != "self" else None))
         for obj, methods in asked.items():
@@ -276,7 +281,7 @@ class ObjectFlow:
                 for part in parts[end:]:
                     found = _field(found, part.lstrip("."))
                 return found
-        outside = self._from_outside(path, parts[0] if parts else path, fn) or self._from_unknown_call(path, fn)
+        outside = self._from_outside(path, parts[0] if parts else path, fn)
         return frozenset({outside}) if outside is not None else NONE
 
     def _asked(self, fn: "Function", depth: int, active: Set[int]) -> Dict[str, Set[Tuple[str, int]]]:
@@ -383,18 +388,6 @@ class ObjectFlow:
             obj = self._outside[key] = Obj(None, path, origin=path)
         return obj
 
-    def _from_unknown_call(self, path: str, fn: "Function") -> Optional[Obj]:
-        """What a local variable holds when only calls nothing describes assign it
-        (``model, opt, _, loader, sched = booster.boost(...)``): one unknown object per variable,
-        which its methods may tell."""
-        if "." in path or not any(path in _assigned_names(target) for target, _ in fn.assigns):
-            return None
-        key = ("assigned", id(fn.node), path)
-        obj = self._outside.get(key)
-        if obj is None:
-            obj = self._outside[key] = Obj(None, path, origin=path)
-        return obj
-
     def _container(self, expr, fn, bound, depth) -> Objects:
         entries: Dict[str, Objects] = {}
         if isinstance(expr, cst.Dict):
@@ -447,11 +440,10 @@ class ObjectFlow:
         returned = self._library_returns(call, fn, bound, depth)
         if returned is not None:
             return self._handed_back(call, returned, positional, fn, bound, depth)
-        if any(_parameters_of_a_module(a.value) for a in call.args):
-            made = self._allocate(call, None, name or "object")
-            made.given_parameters = True
-            return frozenset({made})
-        return NONE
+        made = self._allocate(call, None, name or "call")
+        made.unknown = True
+        made.given_parameters = any(_parameters_of_a_module(a.value) for a in call.args)
+        return frozenset({made})
 
     def _handed_back(self, call, returned: library.Returned, positional, fn, bound, depth) -> Objects:
         """``accelerator.prepare(model, opt, loader)`` hands back its arguments in order;
@@ -539,7 +531,7 @@ class ObjectFlow:
 
     def _hands_objects(self, call: cst.Call, fn, bound, depth) -> bool:
         """Does the call give a training object (or something holding one) to its callee?"""
-        return any(o.role is not None or o.fields for a in call.args for o in self.eval(a.value, fn, bound, depth))
+        return any(o.role is not None or (o.fields and not o.unknown) for a in call.args for o in self.eval(a.value, fn, bound, depth))
 
     def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str):
         instance = self._allocate(call, None, class_name, cls=class_name, module=owner)
@@ -681,7 +673,17 @@ def _add(held: Set[Obj], objects: Iterable[Obj]) -> bool:
 
 
 def _field(objects: Iterable[Obj], name: str) -> Objects:
-    return frozenset(o for holder in objects for o in holder.fields.get(name, ()))
+    found: Set[Obj] = set()
+    for holder in objects:
+        held = holder.fields.get(name)
+        if held is None and holder.unknown:
+            # a part of an unknown object is unknown too, and one object per part (the elements
+            # of ``model, opt, loader = engine.boost(...)`` are told apart by their methods)
+            part = Obj(None, f"{holder.name}{name}" if name.startswith("[") else f"{holder.name}.{name}")
+            part.unknown = True
+            held = holder.fields[name] = {part}
+        found.update(held or ())
+    return frozenset(found)
 
 
 def _element(objects: Objects, index: int) -> Objects:
@@ -750,15 +752,6 @@ def _local_function(model: "ModuleModel", name: str, fn: Optional["Function"]) -
         if cls is not None:
             return model.method_of_class(cls, name[5:])
     return model.functions.get(name)
-
-
-def _assigned_names(target: cst.BaseExpression) -> Set[str]:
-    """The plain names an assignment target binds (``a, (b, c) = ...``)."""
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {n for e in target.elements for n in _assigned_names(e.value)}
-    return set()
 
 
 def _parameters_of_a_module(expr: cst.BaseExpression) -> bool:

@@ -197,6 +197,12 @@ class SiteIndex:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             cls = site.function.cls if site.function is not None else None
             return self.model.methods.get((cls, func.attr.value)) if cls else None
+        if isinstance(func, cst.Attribute) and self.model.classes:
+            # ``runner.run()`` / ``Runner(model).run()``: a method of the class its instances have
+            reached = self.model.objects.eval(func.value, site.function)
+            classes = {o.cls for o in reached if o.cls is not None and o.cls in self.model.classes}
+            if len(classes) == 1 and all(o.cls is not None for o in reached):
+                return self.model.methods.get((classes.pop(), func.attr.value))
         return None
 
     def training_loops(self) -> List[cst.CSTNode]:

@@ -259,7 +259,10 @@ def _training_loaders(ctx: Context) -> List["Obj"]:
         fn = ctx.sites.function_of_loop.get(id(loop))
         for node in walk(loop.iter):
             if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
-                for obj in flow.reaching(node, fn, callers):
+                reached = flow.reaching(node, fn, callers)
+                if any(obj.unknown for obj in reached):
+                    continue  # it may also be what a call nothing describes returned (``make_private``)
+                for obj in reached:
                     if obj.role is not None and obj.role.kind == LOADER:
                         found.setdefault(id(obj), obj)
     return list(found.values())

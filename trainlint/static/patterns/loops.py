@@ -32,7 +32,7 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
                 continue
             if _backpropagates(stmt.body):
                 continue  # ``if i % n_critic == 0:`` zero_grad, backward, step of its own: nothing accumulates
-            if _counts_across_epochs(ctx, stmt.test, loop, helper, call):
+            if _counts_across_epochs(ctx, stmt.test, loop, helper, call) or _counter_runs_on(ctx, stmt.test, loop, helper, call):
                 continue  # ``ni = i + nb * epoch``: the remainder is stepped with the next epoch's first batches
             if _steps_after(ctx, loop):
                 continue
@@ -83,6 +83,33 @@ def _counts_across_epochs(ctx: Context, test: cst.BaseExpression, loop: cst.For,
         and any(isinstance(n, cst.Name) and n.value in outer for n in walk(value))
         for target, value in assigns
     )
+
+
+def _counter_runs_on(ctx: Context, test: cst.BaseExpression, loop: cst.For,
+                     helper: Optional[Function] = None, call: Optional[cst.Call] = None) -> bool:
+    """The boundary counts with a counter the pass increments (``global_step += 1``) that is
+    started once, outside every loop around this one (or kept on an object): the count runs on
+    across epochs, and an epoch's remainder is stepped with the next epoch's first batches."""
+    fn = ctx.sites.function_of_loop.get(id(loop))
+    scope = fn.node if fn is not None else ctx.model.module
+    counted = {dotted(n) for op in walk(test) if isinstance(op, cst.BinaryOperation) and isinstance(op.operator, cst.Modulo)
+               for n in walk(op.left) if isinstance(n, (cst.Name, cst.Attribute))}
+    bodies = [loop.body]
+    if helper is not None and call is not None:
+        given = dict(parameters_given(call, helper.params, helper.cls is not None))
+        counted = {dotted(given[name]) if name in given else name for name in counted}
+        bodies.append(helper.node.body)
+    incremented = {dotted(n.target) for body in bodies for n in walk(body) if isinstance(n, cst.AugAssign)}
+    outer = [n for n in walk(scope) if isinstance(n, (cst.For, cst.While)) and n is not loop and any(m is loop for m in walk(n.body))]
+    for name in counted & incremented:
+        if name is None:
+            continue
+        if "." in name:
+            return True  # ``self.global_step``: the object keeps it from one epoch to the next
+        starts = [n for n in walk(scope) if isinstance(n, cst.Assign) and any(dotted(t.target) == name for t in n.targets)]
+        if not any(start is node for start in starts for around in outer for node in walk(around.body)):
+            return True
+    return False
 
 
 def _enclosing_loop_variables(scope: cst.CSTNode, loop: cst.For) -> Set[str]:
