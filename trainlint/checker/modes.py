@@ -43,7 +43,9 @@ class EvalModeRestored(Invariant):
             # A call we cannot read received the module: it may have switched it back to train().
             return state._replace(evaluating=tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
         if ev.kind is EventKind.TRAIN_MODE and ev.target:
-            evaluating = tuple(e for e in state.evaluating if not _within(e.target, ev.target))
+            # train() on the module, or on a part of it: the program chose which parts train again
+            # (``model.eval()`` then ``model.head.train()`` over a frozen encoder)
+            evaluating = tuple(e for e in state.evaluating if not (_within(e.target, ev.target) or _within(ev.target, e.target)))
             return _ModeState(evaluating, state.trained | {(ev.target, ev.origin)}), []
         if ev.kind is EventKind.OPTIMIZER_STEP and state.evaluating:
             trained = (ev.module,) if ev.module else ev.modules

@@ -94,19 +94,20 @@ def _counter_runs_on(ctx: Context, test: cst.BaseExpression, loop: cst.For,
     scope = fn.node if fn is not None else ctx.model.module
     counted = {dotted(n) for op in walk(test) if isinstance(op, cst.BinaryOperation) and isinstance(op.operator, cst.Modulo)
                for n in walk(op.left) if isinstance(n, (cst.Name, cst.Attribute))}
-    bodies = [loop.body]
+    incremented = {dotted(n.target) for n in walk(loop.body) if isinstance(n, cst.AugAssign)}
     if helper is not None and call is not None:
-        given = dict(parameters_given(call, helper.params, helper.cls is not None))
-        counted = {dotted(given[name]) if name in given else name for name in counted}
-        bodies.append(helper.node.body)
-    incremented = {dotted(n.target) for body in bodies for n in walk(body) if isinstance(n, cst.AugAssign)}
+        given = {param: dotted(value) for param, value in parameters_given(call, helper.params, helper.cls is not None)}
+        counted = {given.get(name, name) for name in counted}
+        incremented |= {given.get(dotted(n.target), dotted(n.target)) for n in walk(helper.node.body) if isinstance(n, cst.AugAssign)}
     outer = [n for n in walk(scope) if isinstance(n, (cst.For, cst.While)) and n is not loop and any(m is loop for m in walk(n.body))]
     for name in counted & incremented:
         if name is None:
             continue
         if "." in name:
             return True  # ``self.global_step``: the object keeps it from one epoch to the next
-        starts = [n for n in walk(scope) if isinstance(n, cst.Assign) and any(dotted(t.target) == name for t in n.targets)]
+        # where it is started (``step = 0``), not where it is carried on (``step = helper(step)``)
+        starts = [n for n in walk(scope) if isinstance(n, cst.Assign) and any(dotted(t.target) == name for t in n.targets)
+                  and not any(dotted(v) == name for v in walk(n.value) if isinstance(v, (cst.Name, cst.Attribute)))]
         if not any(start is node for start in starts for around in outer for node in walk(around.body)):
             return True
     return False
