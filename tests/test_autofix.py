@@ -52,6 +52,7 @@ def test_unsafe_shapes_are_left_alone():
         "import torch\n"
         "def step(optimizer):\n"
         "    optimizer.step()\n"
+        "optimizer = torch.optim.SGD(params, lr=0.1)\n"
         "for x, y in loader:\n"
         "    optimizer.zero_grad()\n"
         "    loss.backward()\n"

@@ -106,14 +106,10 @@ _TQDM_VALUE = (
     'engine: iterating tqdm(tensor) loses what the tensor holds (softmax output), so TL801 misses the '
     'double softmax'
 )
-_WRAP_CHAIN = (
-    'engine: a method called on a constructor call (`Runner(model, batch).run()` inside an expression) is'
-    ' not followed'
-)
 _WRAP_SELF = (
-    'engine: objects handed to Runner.__init__ and used as self.x in run() (called `runner = Runner(...);'
-    " runner.run()`) are not linked to the caller's objects, nor is run() seen as the caller loop's "
-    'training step: the finding is lost'
+    "engine: a model or loss module reached as `self.x` of a wrapper class (Runner(net, criterion).run()) "
+    'is read by the name it was assigned to, not through the object: TL801 (the Sequential ending in '
+    'Softmax) and TL201 (the model class returning a mean loss) are lost'
 )
 _WRAP_SELF_WRAP = (
     'engine: wrapping an attribute (`fully_shard(self.model)`, `self.net = DDP(self.net)`) is not '
@@ -122,15 +118,14 @@ _WRAP_SELF_WRAP = (
 
 # (fixture relative to fixtures/, transformation) -> the cause. Grouped by cause, largest first.
 KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
-    # WRAP_SELF (4)
-    ("TL201/bad_hooked_transformer_loss.py", "wrap_in_class"): _WRAP_SELF,
-    ("TL801/bad_sequential_built_by_helper.py", "wrap_in_class"): _WRAP_SELF,
-    ("TL901/bad_epoch_checkpoint.py", "wrap_in_class"): _WRAP_SELF,
-    ("projects/layer_wrapper_softmax_bad", "wrap_in_class"): _WRAP_SELF,
     # REEXPORT (3)
     ("projects/layer_wrapper_softmax_bad", "reexport_through_package"): _REEXPORT,
     ("projects/layer_wrapper_softmax_bad", "split_helpers_module"): _REEXPORT,
     ("projects/trainer_class_module_bad", "reexport_through_package"): _REEXPORT,
+    # WRAP_SELF (3)
+    ("TL201/bad_hooked_transformer_loss.py", "wrap_in_class"): _WRAP_SELF,
+    ("TL801/bad_sequential_built_by_helper.py", "wrap_in_class"): _WRAP_SELF,
+    ("projects/layer_wrapper_softmax_bad", "wrap_in_class"): _WRAP_SELF,
     # ALIAS (2)
     ("TL201/bad_hooked_transformer_loss.py", "inline_helper"): _ALIAS,
     ("TL801/bad_sequential_built_by_helper.py", "inline_helper"): _ALIAS,
@@ -164,8 +159,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL302/good_index_split_by_rank.py", "rename"): _NAME_RANK_VARS,
     # TQDM_VALUE (1)
     ("TL801/bad_softmax_in_loss_module.py", "wrap_in_tqdm"): _TQDM_VALUE,
-    # WRAP_CHAIN (1)
-    ("TL201/bad_helper_forward_backward.py", "wrap_in_class"): _WRAP_CHAIN,
 }
 
 

@@ -9,7 +9,7 @@ import re
 import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
@@ -98,7 +98,8 @@ class ModuleModel:
         self.all_functions: List[Function] = []
         self.module_assigns: List[Tuple[cst.BaseExpression, cst.BaseExpression]] = []
         self.module_aug_assigns: List[cst.AugAssign] = []
-        self.module_calls: List[cst.Call] = []  # calls made as module-level statements or assigned there
+        # the module level's calls made as statements or assigned, and its method calls (see Function)
+        self.top = TopLevel()
         self.roles_pending_annotations: List[Tuple[Function, str, cst.BaseExpression]] = []
         self.appended: Dict[str, List[cst.BaseExpression]] = {}  # list name -> what .append/.extend put in
         self.loop_sources: Dict[str, List[cst.BaseExpression]] = {}  # loop variable -> the iterables it runs over
@@ -141,9 +142,9 @@ class ModuleModel:
                     if isinstance(orelse, cst.Else):
                         self._collect(block(orelse.body), cls, func)
             else:
-                if isinstance(stmt, cst.With) and func is not None:
+                if isinstance(stmt, cst.With):
                     for item in stmt.items:
-                        _record_method_calls(item.item, func)
+                        _record_method_calls(item.item, func if func is not None else self.top)
                 if isinstance(stmt, cst.For):
                     for target in walk(stmt.target):
                         if isinstance(target, cst.Name):
@@ -171,10 +172,8 @@ class ModuleModel:
             fn.assigns.extend((attribute, value) for value in fn.returns)
 
     def _collect_small(self, small: cst.BaseSmallStatement, func: Optional[Function]) -> None:
-        if isinstance(small, cst.Expr) and func is not None:
-            _record_method_calls(small.value, func)
-        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-            self.module_calls.append(small.value)
+        if isinstance(small, cst.Expr):
+            _record_method_calls(small.value, func if func is not None else self.top)
         if isinstance(small, (cst.Import, cst.ImportFrom)):
             self.imports.add(small)
             if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
@@ -196,10 +195,7 @@ class ModuleModel:
 
     def _assign(self, func: Optional[Function], target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         (func.assigns if func else self.module_assigns).append((target, value))
-        if func is not None:
-            _record_method_calls(value, func)
-        elif isinstance(value, cst.Call):
-            self.module_calls.append(value)
+        _record_method_calls(value, func if func is not None else self.top)
         if self._under:
             self.selected_assigns.append((func, target, value, self._under))
 
@@ -476,7 +472,17 @@ def _child_blocks(stmt: cst.CSTNode) -> Iterator[Body]:
         yield block(case.body)
 
 
-def _record_method_calls(value: cst.BaseExpression, func: Function) -> None:
+class TopLevel:
+    """The module level's statements, as a Function records its own (``method_calls``, ``calls``)."""
+
+    node = None
+
+    def __init__(self) -> None:
+        self.method_calls: List[Tuple[cst.BaseExpression, str, int]] = []
+        self.calls: List[cst.Call] = []
+
+
+def _record_method_calls(value: cst.BaseExpression, func: Union[Function, TopLevel]) -> None:
     """Each method call of a statement's (or an assigned value's, or a with-item's) call chain:
     ``scaler.scale(loss).backward()`` calls ``backward`` on ``scaler.scale(loss)`` and ``scale``
     on ``scaler``."""

@@ -42,6 +42,7 @@ _FLUENT = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double",
 _MAX_UNPACKED = 8  # optimizers handed back by one call (``opt_g, opt_d = self.optimizers()``)
 _FIELD_DEPTH = 2  # ``loaders['train'].sampler``: fields of fields named in the role table
 _ROUNDS = 3  # passes over a module's assignments: enough for aliases made before their source
+_BUILTINS = frozenset(dir(__import__("builtins")))
 _PATH_PART = re.compile(r"^\w+|\.\w+|\[[^\]]*\]")  # ``self`` ``.optimizer`` ``['generator']``
 _MAX_DEPTH = 4  # calls followed inside one evaluation (callee returns through callee returns)
 # Text that can make a training object: a project module without it is never parsed for this.
@@ -118,6 +119,7 @@ class ObjectFlow:
         self._top_level_done = False
         self._answered: List[Tuple[str, Obj, Optional["Function"]]] = []  # see _answer_protocols
         self._asked_of: Dict[int, Dict[str, Set[Tuple[str, int]]]] = {}
+        self._settled: Optional[Dict[Tuple[int, Optional[int]], Objects]] = None  # see run()
         self._definitions: Dict[Tuple[str, bool], Optional[Tuple["ModuleModel", str]]] = {}
         self.complete = False  # every scope computed (ModuleModel.objects)
 
@@ -132,7 +134,8 @@ class ObjectFlow:
         model = self.model
         self._top_level_done = True
         self._rounds([(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions])
-        self._answer_protocols(model.all_functions)
+        self._answer_protocols([model.top] + list(model.all_functions))
+        self._settled = {}  # from now on, what an expression is asked again is answered from here
 
     def top_level(self) -> Dict[str, Set[Obj]]:
         """The module's top-level objects, computed alone when the module is only read for them
@@ -166,7 +169,7 @@ class ObjectFlow:
         beside what came in from outside when nothing here calls it."""
         model = self.model
         for fn, _ in scopes:
-            for call in (fn.calls if fn is not None else model.module_calls):
+            for call in (fn.calls if fn is not None else model.top.calls):
                 name = dotted(call.func)
                 target = _local_function(model, name, fn) if name is not None else None
                 if target is None or target is fn:
@@ -215,9 +218,10 @@ class ObjectFlow:
         arrives by."""
         asked: Dict[Obj, Set[Tuple[str, int]]] = {}
         seen: List[Tuple[str, Obj, Optional["Function"]]] = []
-        for fn in functions:
-            sole = _sole_stepped_after_backward(fn)
-            for path, methods in self._asked(fn, 0, set()).items():
+        for unit in functions:
+            fn = unit if unit is not self.model.top else None  # the module level's own statements
+            sole = _sole_stepped_after_backward(unit)
+            for path, methods in self._asked(unit, 0, set()).items():
                 if path == sole:
                     methods = methods | {_SOLE_STEP}
                 head = re.split(r"[.\[]", path, maxsplit=1)[0]
@@ -299,7 +303,8 @@ class ObjectFlow:
             active.add(id(fn.node))
             for call in fn.calls:
                 name = dotted(call.func)
-                target = _local_function(self.model, name, fn) if name is not None else None
+                scope = fn if fn is not self.model.top else None
+                target = _local_function(self.model, name, scope) if name is not None else None
                 if target is None:
                     continue
                 inner = self._asked(target, depth + 1, active)
@@ -331,6 +336,17 @@ class ObjectFlow:
              bound: Optional[Dict[str, Objects]] = None, depth: int = 0) -> Objects:
         if expr is None:
             return NONE
+        if self._settled is not None and bound is None:
+            # the rules ask about the same expressions again and again once the module is done
+            key = (id(expr), id(fn.node) if fn is not None else None)
+            found = self._settled.get(key)
+            if found is None:
+                found = self._settled[key] = self._eval(expr, fn, None, depth)
+            return found
+        return self._eval(expr, fn, bound, depth)
+
+    def _eval(self, expr: cst.BaseExpression, fn: Optional["Function"],
+              bound: Optional[Dict[str, Objects]], depth: int) -> Objects:
         if isinstance(expr, (cst.Name, cst.Attribute)):
             path = dotted(expr)
             if path is not None:
@@ -376,13 +392,30 @@ class ObjectFlow:
         parameter), so the two places that read it read the same object (a scheduler built over
         ``optimizer = self.optimizer`` steps with ``self.optimizer.step()``)."""
         if fn is None:
-            return None
+            return self._free_at_module_level(path, head)
         if head == "self" and path != "self" and _method_class(fn) is not None:
             key: tuple = ("class", _method_class(fn), path)
         elif head in fn.params and head not in ("self", "cls"):
             key = (id(fn.node), path)
         else:
             return None
+        obj = self._outside.get(key)
+        if obj is None:
+            obj = self._outside[key] = Obj(None, path, origin=path)
+        return obj
+
+    def _free_at_module_level(self, path: str, head: str) -> Optional[Obj]:
+        """A name the module uses but never binds (a notebook cell's or a snippet's ``optimizer``
+        from elsewhere): one unknown object per path, which what is asked of it may tell."""
+        model = self.model
+        bound = model.memo("bound at module level", lambda: frozenset(
+            dotted(t) or "" for t, _ in model.module_assigns) | {n for t, _ in model.module_assigns
+                                                                 if isinstance(t, (cst.Tuple, cst.List))
+                                                                 for n in (dotted(e.value) for e in t.elements) if n})
+        if (head in bound or head in model.imports.names or head in model.functions or head in model.classes
+                or head in _BUILTINS):
+            return None
+        key = ("module", path)
         obj = self._outside.get(key)
         if obj is None:
             obj = self._outside[key] = Obj(None, path, origin=path)
@@ -800,12 +833,17 @@ def _loop_targets(fn: "Function") -> Iterable[Tuple[cst.BaseExpression, List[cst
 
 
 def _statements(body) -> Iterable[cst.CSTNode]:
+    """Every statement of a function body, nested blocks included (not nested defs), iteratively:
+    an elif chain may be longer than the recursion limit."""
     from .module import _child_blocks
 
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+    pending = [iter(body)]
+    while pending:
+        stmt = next(pending[-1], None)
+        if stmt is None:
+            pending.pop()
             continue
-        for child in _child_blocks(stmt):
-            yield from _statements(child)
+        yield stmt
+        if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            pending.extend(iter(child) for child in reversed(list(_child_blocks(stmt))))
 
