@@ -8,8 +8,15 @@ import ast
 import warnings
 
 
+_last: list = [None, None]  # (source, tree) of the latest call: the guard and positions ask in turn
+
+
 def cpython_tree(source: str) -> ast.Module:
     """``ast`` of ``source``; raises what ``compile`` raises (SyntaxError, ValueError, ...)."""
+    if _last[0] is source:
+        return _last[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    _last[0], _last[1] = source, tree
+    return tree

@@ -155,7 +155,7 @@ class ObjectFlow:
                 for target, value in assigns:
                     self._bind(target, self.eval(value, fn), fn)
                 if fn is not None:
-                    for loop_target, sources in _loop_targets(fn):
+                    for loop_target, sources in fn.owner.memo(f"loop targets {id(fn.node)}", lambda f=fn: list(_loop_targets(f))):
                         self._bind(loop_target, self._iterated(sources, fn), fn)
             self._instances_into_classes()
             if len(scopes) > 1:  # the whole module: its functions' parameters get what callers pass
@@ -682,6 +682,8 @@ class ObjectFlow:
 
     def _imported(self, name: str) -> Objects:
         """A module-level object of another project module (``from setup import train_loader``)."""
+        if name not in self.model.imports.names:
+            return NONE  # a local or a builtin: nobody's import (asked for every name read)
         found = self._project_definition(name)
         if found is None:
             return NONE
