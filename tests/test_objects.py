@@ -137,3 +137,47 @@ def test_constructor_arguments_become_the_instance_fields_in_another_module(tmp_
     }, "train.py")
     assert model.roles.get("trainer.train_data").kind == "loader"
     assert model.roles.name_of("trainer.optimizer") == "optimizer"
+
+
+def test_a_flow_that_failed_is_computed_again_not_read_half_done(monkeypatch):
+    """A run that fails (a stack too shallow for a deep tree) is retried on a deeper stack by
+    the analyzer: the retry must compute the objects again, not read what the failed run left."""
+    from trainlint.static.objects import ObjectFlow
+
+    model = _model("""
+        import torch
+        optimizer = torch.optim.SGD(params, lr=0.1)
+    """)
+    real_run = ObjectFlow.run
+    calls = []
+
+    def failing_once(flow):
+        calls.append(flow)
+        if len(calls) == 1:
+            raise RecursionError("too deep")
+        real_run(flow)
+
+    monkeypatch.setattr(ObjectFlow, "run", failing_once)
+    try:
+        model.roles
+    except RecursionError:
+        pass
+    else:
+        raise AssertionError("the first run was meant to fail")
+    assert model.roles.get("optimizer").kind == "optimizer"
+    assert len(calls) == 2
+
+
+def test_an_object_from_elsewhere_is_known_by_its_methods():
+    """No name says what ``updater`` is: stepped and zeroed, it is an optimizer; a scaler steps
+    the optimizer it is given and updates itself."""
+    model = _model("""
+        def train(net, batches, updater, amp):
+            for x in batches:
+                updater.zero_grad()
+                amp.scale(net(x).sum()).backward()
+                amp.step(updater)
+                amp.update()
+    """)
+    assert model.roles.get("updater").kind == "optimizer"
+    assert model.roles.get("amp").kind == "scaler"

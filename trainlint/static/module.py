@@ -205,8 +205,12 @@ class ModuleModel:
         """Which objects each expression of the module can be (see objects.py), computed once."""
         flow = self.flow()
         if not flow.complete:
-            flow.complete = True
-            flow.run()
+            flow.complete = True  # set first: the run asks for the module's objects itself
+            try:
+                flow.run()
+            except BaseException:
+                self._objects = None  # a failed run (a stack too shallow) leaves nothing half-done
+                raise
         return flow
 
     def flow(self) -> "ObjectFlow":
@@ -223,7 +227,11 @@ class ModuleModel:
         read only for one function's summary or one constructor never computes it."""
         if self._roles is None:
             self._roles = RoleTable()
-            self._infer_roles()
+            try:
+                self._infer_roles()
+            except BaseException:
+                self._roles = None  # retried whole (on a deeper stack), never read half-filled
+                raise
         return self._roles
 
     def _infer_roles(self) -> None:
@@ -472,6 +480,11 @@ def _child_blocks(stmt: cst.CSTNode) -> Iterator[Body]:
         yield block(case.body)
 
 
+# Methods whose one argument is stepped or unscaled for the caller (``scaler.step(optimizer)``):
+# recorded as a pseudo-method asked of the argument.
+HANDED_ON = {"step": "(stepped by another)", "unscale_": "(unscaled by another)"}
+
+
 class TopLevel:
     """The module level's statements, as a Function records its own (``method_calls``, ``calls``)."""
 
@@ -491,6 +504,9 @@ def _record_method_calls(value: cst.BaseExpression, func: Union[Function, TopLev
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
         positional = sum(1 for a in value.args if a.keyword is None and not a.star)
         func.method_calls.append((value.func.value, value.func.attr.value, positional))
+        if value.func.attr.value in HANDED_ON and positional == 1 and value.args[0].keyword is None:
+            # ``scaler.step(optimizer)``: what the argument is asked, through the object it is given to
+            func.method_calls.append((value.args[0].value, HANDED_ON[value.func.attr.value], 0))
         value = value.func.value
 
 

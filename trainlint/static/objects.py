@@ -821,6 +821,8 @@ def _answered_kind(methods: Set[Tuple[str, int]]) -> Optional[str]:
     if "backward" not in names:
         if ("step", 0) in methods and ("zero_grad" in names or _SOLE_STEP in methods):
             return OPTIMIZER
+        if "(unscaled by another)" in names or ("(stepped by another)" in names and "zero_grad" in names):
+            return OPTIMIZER  # ``scaler.unscale_(opt)``; ``opt.zero_grad()`` and ``scaler.step(opt)``
         if ("update", 0) in methods and (("step", 1) in methods or ("scale", 1) in methods):
             return SCALER
         if "step" in names and names & {"get_last_lr", "get_lr"}:
