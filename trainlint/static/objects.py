@@ -576,17 +576,8 @@ class ObjectFlow:
         given: Dict[str, Objects] = {}
         if instances is not None and params and params[0] in ("self", "cls"):
             given[params[0]] = instances
-            params = params[1:]
-        elif target.cls is not None and params and params[0] in ("self", "cls") and instances is None:
-            params = params[1:]
-        positional = [a for a in call.args if a.keyword is None]
-        for param, argument in zip(params, positional):
-            if argument.star:
-                break
-            given[param] = self.eval(argument.value, fn, bound, depth)
-        for argument in call.args:
-            if argument.keyword is not None and argument.keyword.value in target.params:
-                given[argument.keyword.value] = self.eval(argument.value, fn, bound, depth)
+        for param, value in parameters_given(call, params, target.cls is not None or instances is not None):
+            given[param] = self.eval(value, fn, bound, depth)
         return tuple(sorted((k, v) for k, v in given.items() if v))
 
     def summary(self, target: "Function", args: Tuple[Tuple[str, Objects], ...], depth: int) -> Objects:
