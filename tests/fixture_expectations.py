@@ -8,20 +8,27 @@ from pathlib import Path
 from typing import List, Set, Tuple
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-_EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+# ``# expect: TL101, TL202:advice``: a rule id, with ``:advice`` where the finding is of the advice
+# tier though its rule's default tier is higher (shown only when advice is selected).
+_EXPECT = re.compile(r"#\s*expect:\s*((?:TL[0-9]{3}(?::advice)?[, ]*)+)")
+_ENTRY = re.compile(r"(TL[0-9]{3})(:advice)?")
 
 
-def expected_findings(source: str) -> Set[Tuple[int, str]]:
-    """(line, rule id) pairs named by ``# expect:`` comments (real comments only, via tokenize)."""
+def expected_entries(source: str) -> Set[Tuple[int, str, bool]]:
+    """(line, rule id, advice) named by ``# expect:`` comments (real comments only, via tokenize)."""
     expected = set()
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT:
             match = _EXPECT.search(token.string)
             if match:
-                for rule in match.group(1).split(","):
-                    if rule.strip():
-                        expected.add((token.start[0], rule.strip()))
+                for rule, advice in _ENTRY.findall(match.group(1)):
+                    expected.add((token.start[0], rule, bool(advice)))
     return expected
+
+
+def expected_findings(source: str) -> Set[Tuple[int, str]]:
+    """(line, rule id) pairs named by ``# expect:`` comments, whatever their tier."""
+    return {(line, rule) for line, rule, _ in expected_entries(source)}
 
 
 AUTOFIX = FIXTURES / "autofix"  # before/after pairs for --fix, checked by test_autofix.py

@@ -25,11 +25,12 @@ JSON_SCHEMA = {
             "items": {
                 "type": "object",
                 "additionalProperties": False,
-                "required": ["rule", "name", "severity", "path", "line", "column", "end_line", "end_column", "message"],
+                "required": ["rule", "name", "severity", "tier", "path", "line", "column", "end_line", "end_column", "message"],
                 "properties": {
                     "rule": {"type": "string", "pattern": "^TL[0-9]{3}$"},
                     "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
                     "severity": {"enum": ["error", "warning", "info"]},
+                    "tier": {"enum": ["error", "warning", "advice"]},
                     "path": {"type": "string"},
                     "line": {"type": "integer", "minimum": 1},
                     "column": {"type": "integer", "minimum": 1},
@@ -216,7 +217,7 @@ def test_json_findings_are_sorted_by_path_line_column_rule(tmp_path):
     keys = [(f["path"], f["line"], f["column"], f["rule"]) for f in data["findings"]]
     assert keys == sorted(keys) and len(keys) == 3
     assert list(data) == ["version", "findings", "errors"]
-    assert list(data["findings"][0]) == ["rule", "name", "severity", "path", "line", "column", "end_line", "end_column", "message"]
+    assert list(data["findings"][0]) == ["rule", "name", "severity", "tier", "path", "line", "column", "end_line", "end_column", "message"]
 
 
 def test_every_skipped_directory_kind(tmp_path):
@@ -266,12 +267,15 @@ def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
 
 def test_rules_table_columns_and_json():
     table = run("rules").stdout.splitlines()
-    assert table[0].split() == ["id", "name", "severity", "autofix", "runtime", "summary"]
+    assert table[0].split() == ["id", "name", "tier", "autofix", "runtime", "summary"]
     tl101 = next(line for line in table if line.startswith("TL101"))
     assert tl101.split()[:5] == ["TL101", "clip-after-step", "error", "yes", "yes"]
+    tl702 = next(line for line in table if line.startswith("TL702"))
+    assert tl702.split()[2] == "advice"
+    assert table[-1].startswith("Tiers: error = training silently computes")  # the policy, stated once
     entries = json.loads(run("rules", "--format", "json").stdout)
     assert [e["id"] for e in entries] == list(load_catalog())
-    assert set(entries[0]) == {"id", "name", "severity", "summary", "autofix", "runtime_confirmed", "opt_in", "static"}
+    assert set(entries[0]) == {"id", "name", "severity", "tier", "summary", "autofix", "runtime_confirmed", "opt_in", "static"}
 
 
 def test_explain_sections_in_order():

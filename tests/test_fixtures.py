@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from trainlint.catalog import load_catalog
-from trainlint.static.analyzer import analyze
+from trainlint.static.analyzer import analyze_results
 
-from fixture_expectations import FIXTURES, expected_findings, fixture_files
+from fixture_expectations import FIXTURES, expected_entries, expected_findings, fixture_files
 
 CATALOG = load_catalog()
 DEFAULT_RULES = frozenset(r.id for r in CATALOG.values() if not r.opt_in)
@@ -18,10 +18,11 @@ RUNTIME_ONLY = frozenset(r.id for r in CATALOG.values() if not r.static)
 @pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_fixture(path):
     source = path.read_text(encoding="utf-8")
-    expected = {(line, rule) for line, rule in expected_findings(source) if rule not in RUNTIME_ONLY}
-    # The default rule set, plus the fixture directory's own rule (which may be opt-in).
+    expected = {entry for entry in expected_entries(source) if entry[1] not in RUNTIME_ONLY}
+    # The default rule set, plus the fixture directory's own rule (which may be opt-in); each
+    # finding with its tier: ``:advice`` in the expectation where it is a recipe of its rule.
     rules = DEFAULT_RULES | ({path.parent.name} & CATALOG.keys())
-    actual = {(span[0], rule) for rule, span, _ in analyze(source, rules)}
+    actual = {(r.span[0], r.rule, r.advice) for r in analyze_results(source, rules)}
     missed = sorted(expected - actual)
     extra = sorted(actual - expected)
     assert not missed and not extra, f"missed {missed}, unexpected {extra}"

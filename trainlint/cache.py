@@ -19,7 +19,7 @@ from . import __version__
 from .catalog import SEVERITIES, load_catalog
 from .findings import FileError, FileNote, Finding
 
-FORMAT = 1
+FORMAT = 2
 DIRECTORY = ".trainlint_cache"
 
 

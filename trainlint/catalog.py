@@ -18,10 +18,19 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on older interpreters only
     import tomli as tomllib
 
+# The tiers, one policy (README "Tiers"): an ``error`` means training silently computes something
+# other than intended; a ``warning`` is a change a reviewer would ask for (a leak that grows without
+# bound, a resume that loses state the program relies on); ``advice`` is a recipe or a cost, and runs
+# only when selected (``--extend-select ADVICE``).
+TIERS = ("error", "warning", "advice")
+# The level a finding is shown at: its tier's, or a ``[tool.trainlint.severity]`` override. Advice
+# shows as ``info``, the value the JSON format has always used for it.
 SEVERITIES = ("error", "warning", "info")
+SEVERITY_OF_TIER = {"error": "error", "warning": "warning", "advice": "info"}
+ADVICE = "ADVICE"  # the selector for every advice-tier rule and every rule's advice findings
 _ID_RE = re.compile(r"^TL[0-9]{3}$")
 _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-_REQUIRED = ("id", "name", "severity", "summary", "rationale", "fix", "runtime", "bad", "good")
+_REQUIRED = ("id", "name", "tier", "summary", "rationale", "fix", "runtime", "bad", "good")
 
 
 class CatalogError(ValueError):
@@ -32,7 +41,7 @@ class CatalogError(ValueError):
 class Rule:
     id: str
     name: str
-    severity: str
+    tier: str  # one of TIERS
     summary: str
     rationale: str
     fix: str
@@ -47,8 +56,19 @@ class Rule:
     trigger_patterns: Tuple["re.Pattern[str]", ...] = ()
     requires: Tuple[Tuple[str, ...], ...] = ()
     autofix: bool = False
-    opt_in: bool = False  # info rules and other opt-in rules run only when selected explicitly
+    # Which of a default rule's findings are recipes, not bugs, and so of the advice tier (TL502: a
+    # forward whose outputs are dropped); empty when every finding is of the rule's tier.
+    advice: str = ""
     static: bool = True  # False: only the runtime guard can see it (a value, not a code shape)
+
+    @property
+    def severity(self) -> str:
+        return SEVERITY_OF_TIER[self.tier]
+
+    @property
+    def opt_in(self) -> bool:
+        """Advice runs only when selected."""
+        return self.tier == "advice"
 
     @property
     def doc_path(self) -> str:
@@ -67,14 +87,14 @@ def _load_entry(name: str, text: str) -> Rule:
         raise CatalogError(f"{name}: id {data['id']!r} is not of the form TLnnn")
     if not _NAME_RE.match(data["name"]):
         raise CatalogError(f"{name}: name {data['name']!r} is not kebab-case")
-    if data["severity"] not in SEVERITIES:
-        raise CatalogError(f"{name}: severity must be one of {SEVERITIES}")
+    if data["tier"] not in TIERS:
+        raise CatalogError(f"{name}: tier must be one of {TIERS}")
     if name != f"{data['id']}-{data['name']}.toml":
         raise CatalogError(f"{name}: file must be named {data['id']}-{data['name']}.toml")
     return Rule(
         id=data["id"],
         name=data["name"],
-        severity=data["severity"],
+        tier=data["tier"],
         summary=data["summary"].strip(),
         rationale=data["rationale"].strip(),
         fix=data["fix"].strip(),
@@ -86,7 +106,7 @@ def _load_entry(name: str, text: str) -> Rule:
         trigger_patterns=_patterns(name, data.get("trigger_patterns", ())),
         requires=tuple(tuple(group) for group in data.get("requires", ())),
         autofix=bool(data.get("autofix", False)),
-        opt_in=bool(data.get("opt_in", data["severity"] == "info")),
+        advice=data.get("advice", "").strip(),
         static=bool(data.get("static", True)),
     )
 
@@ -131,11 +151,22 @@ def _found(pattern: "re.Pattern[str]", source: str) -> bool:
     return known[1]
 
 
+def _catalog_directory():
+    """The checkout's rules/ when this package runs from a source checkout (PYTHONPATH=checkout,
+    so a second checkout never reads the installed one's catalog); else the wheel's copy."""
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parent.parent / "rules"
+    if (checkout / "TL101-clip-after-step.toml").is_file():
+        return checkout
+    return resources.files("trainlint._catalog")
+
+
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> Dict[str, Rule]:
     """All rules by id, sorted by id."""
     rules: List[Rule] = []
-    for entry in resources.files("trainlint._catalog").iterdir():
+    for entry in _catalog_directory().iterdir():
         if entry.name.endswith(".toml"):
             rules.append(_load_entry(entry.name, entry.read_text(encoding="utf-8")))
     rules.sort(key=lambda r: r.id)
@@ -158,10 +189,13 @@ def get_rule(key: str) -> Optional[Rule]:
 
 
 def matches(rule: Rule, selector: str) -> bool:
-    """A selector is an id, a name, or an id prefix such as ``TL1``; ``ALL`` matches everything."""
+    """A selector is an id, a name, or an id prefix such as ``TL1``; ``ALL`` matches everything and
+    ``ADVICE`` every advice-tier rule."""
     selector = selector.strip()
     if selector.upper() == "ALL":
         return True
+    if selector.upper() == ADVICE:
+        return rule.opt_in  # the guard's rule records carry opt_in, not the tier
     return rule.name == selector or rule.id.startswith(selector.upper())
 
 

@@ -13,7 +13,7 @@ import click
 
 from . import __version__
 from .catalog import Rule, get_rule, load_catalog, unknown_selectors
-from .config import ConfigError, configs_for, load_config, resolve_rules, split_selectors
+from .config import ConfigError, configs_for, load_config, resolve_selection, split_selectors
 from .reporters import FORMATS
 from .reporters.text import color_enabled, render_errors, summary
 
@@ -61,31 +61,36 @@ def main() -> None:
 
 
 def _plan(
-    paths: Sequence[str], config_file: Optional[str], select: Sequence[str], ignore: Sequence[str], **options
+    paths: Sequence[str], config_file: Optional[str], select: Sequence[str], ignore: Sequence[str],
+    extend_select: Sequence[str] = (), **options
 ) -> List[Tuple[List[str], Settings]]:
     """The paths to check under each configuration: ``--config`` for all of them, or the config
     found upward from each path."""
     from .engine import Settings
 
-    cli_select, cli_ignore = split_selectors(select), split_selectors(ignore)
-    unknown = unknown_selectors(cli_select + cli_ignore)
+    cli_select, cli_ignore, cli_extend = split_selectors(select), split_selectors(ignore), split_selectors(extend_select)
+    unknown = unknown_selectors(cli_select + cli_ignore + cli_extend)
     if unknown:
         raise click.BadParameter(f"unknown rule(s): {', '.join(unknown)} (see `trainlint rules`)", param_hint="--select/--ignore")
     try:
         groups = [(load_config(Path(config_file)), list(paths))] if config_file else configs_for(paths)
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
-    return [
-        (group, Settings(rules=resolve_rules(config, cli_select or None, cli_ignore), config=config, **options))
-        for config, group in groups
-    ]
+    plan = []
+    for config, group in groups:
+        selection = resolve_selection(config, cli_select or None, cli_ignore, cli_extend)
+        plan.append((group, Settings(rules=selection.rules, advice=selection.advice, config=config, **options)))
+    return plan
 
 
 @main.command()
 # readable=False: a path that cannot be read is that path's error (exit 2), not a usage error
 # that would stop the other paths from being checked.
 @click.argument("paths", nargs=-1, required=True, type=click.Path(readable=False))
-@click.option("--select", multiple=True, metavar="RULES", help="Rules to run: ids, names or prefixes (TL1), comma-separated.")
+@click.option("--select", multiple=True, metavar="RULES", help="Rules to run instead of the default set: ids, names, "
+              "prefixes (TL1), ADVICE or ALL, comma-separated.")
+@click.option("--extend-select", multiple=True, metavar="RULES", help="Rules to run on top of the default set (or "
+              "the config's); `--extend-select ADVICE` adds every advice-tier rule and finding.")
 @click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to run.")
 @click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
@@ -99,7 +104,7 @@ def _plan(
 @click.option("--diff", "show_diff", is_flag=True, help="Print the autofixes as a unified diff; write nothing.")
 @click.option("--trace", is_flag=True, help="Show each finding's witness: the calls across functions and files, the "
               "conditions assumed, the statements involved.")
-def check(paths, select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs,
+def check(paths, select, extend_select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs,
           no_respect_gitignore, fix, show_diff, trace) -> None:
     """Check PATHS (files, directories, notebooks) for training bugs.
 
@@ -121,7 +126,7 @@ def check(paths, select, ignore, output_format, exit_zero, config_file, output_f
     problems = {name: path_error(name) for name in paths}
     errors = [FileError(display_path(Path(name)), problem) for name, problem in problems.items() if problem]
     plan = _plan(
-        [name for name, problem in problems.items() if problem is None], config_file, select, ignore,
+        [name for name, problem in problems.items() if problem is None], config_file, select, ignore, extend_select,
         cache=not no_cache, jobs=jobs or default_jobs(), respect_gitignore=not no_respect_gitignore,
     )
     if fix or show_diff:
@@ -199,14 +204,27 @@ def rules(output_format: str) -> None:
     if output_format == "json":
         click.echo(json.dumps([_rule_json(r) for r in catalog], indent=2))
         return
-    header = f"{'id':<6} {'name':<32} {'severity':<8} {'autofix':<7} {'runtime':<7} summary"
+    header = f"{'id':<6} {'name':<32} {'tier':<16} {'autofix':<7} {'runtime':<7} summary"
     click.echo(header)
     for r in catalog:
         click.echo(
-            f"{r.id:<6} {r.name:<32} {r.severity:<8} {'yes' if r.autofix else 'no':<7} "
-            f"{'yes' if r.runtime_confirmed else 'no':<7} {r.summary}"
-            + (" (opt-in)" if r.opt_in else "") + ("" if r.static else " (runtime only)")
+            f"{r.id:<6} {r.name:<32} {_tier_text(r):<16} {'yes' if r.autofix else 'no':<7} "
+            f"{'yes' if r.runtime_confirmed else 'no':<7} {r.summary}" + ("" if r.static else " (runtime only)")
         )
+    click.echo("\n" + TIER_POLICY)
+
+
+# The policy, as `trainlint rules` and the README state it.
+TIER_POLICY = (
+    "Tiers: error = training silently computes something other than intended; warning = a change a "
+    "reviewer would ask for (a leak that grows without bound, a resume that loses state the program "
+    "relies on); advice = recipes and costs, off unless selected (`--extend-select ADVICE`). A rule "
+    "marked +advice also has findings of the advice tier (see `trainlint explain`)."
+)
+
+
+def _tier_text(rule: Rule) -> str:
+    return rule.tier + ("+advice" if rule.advice and not rule.opt_in else "")
 
 
 def render_index(catalog: Sequence[Rule]) -> str:
@@ -215,14 +233,16 @@ def render_index(catalog: Sequence[Rule]) -> str:
         "# Rule catalog",
         "",
         "Generated by `trainlint rules --format markdown > rules/README.md` from the entries in this",
-        "directory; `trainlint explain ID` shows an entry in full. Info rules are opt-in (select them).",
+        "directory; `trainlint explain ID` shows an entry in full.",
         "",
-        "| id | name | severity | autofix | runtime | summary |",
+        TIER_POLICY,
+        "",
+        "| id | name | tier | autofix | runtime | summary |",
         "|----|------|----------|---------|---------|---------|",
     ]
     for r in catalog:
         lines.append(
-            f"| [{r.id}]({r.id}-{r.name}.toml) | {r.name} | {r.severity}{' (opt-in)' if r.opt_in else ''} | "
+            f"| [{r.id}]({r.id}-{r.name}.toml) | {r.name} | {_tier_text(r)} | "
             f"{'yes' if r.autofix else 'no'} | {'confirmed' if r.runtime_confirmed else 'no'}{'' if r.static else ' (runtime only)'} | {r.summary} |"
         )
     return "\n".join(lines) + "\n"
@@ -230,7 +250,7 @@ def render_index(catalog: Sequence[Rule]) -> str:
 
 def _rule_json(rule: Rule) -> dict:
     return {
-        "id": rule.id, "name": rule.name, "severity": rule.severity, "summary": rule.summary,
+        "id": rule.id, "name": rule.name, "severity": rule.severity, "tier": rule.tier, "summary": rule.summary,
         "autofix": rule.autofix, "runtime_confirmed": rule.runtime_confirmed, "opt_in": rule.opt_in,
         "static": rule.static,
     }
@@ -267,13 +287,15 @@ def render_explanation(rule: Rule) -> str:
         return "```python\n" + textwrap.dedent(body).strip() + "\n```"
 
     parts = [
-        f"# {rule.id} {rule.name} ({rule.severity}{', opt-in' if rule.opt_in else ''}"
+        f"# {rule.id} {rule.name} ({rule.tier}{', opt-in' if rule.opt_in else ''}"
         f"{'' if rule.static else ', runtime only'})\n",
         section("What it does", rule.summary),
         section("Why this breaks training", rule.rationale),
         section("Example", code(rule.bad)),
         section("Use instead", code(rule.good)),
         section("Fix", rule.fix),
+        *([section("Advice tier", "These findings are advice, shown only with `--extend-select ADVICE`: " + rule.advice)]
+          if rule.advice and not rule.opt_in else []),
         section("Runtime", rule.runtime if rule.runtime_confirmed or rule.runtime.startswith("Static only")
                 else "Not confirmed at runtime yet; the runtime guard is planned to do it as follows. " + rule.runtime),
     ]

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from .catalog import SEVERITIES, Rule, get_rule, load_catalog, matches
+from .catalog import ADVICE, SEVERITIES, Rule, get_rule, load_catalog, matches
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - older interpreters only
     import tomli as tomllib
 
-KEYS = ("select", "ignore", "exclude", "per-file-ignores", "severity", "library")
+KEYS = ("select", "extend-select", "ignore", "exclude", "per-file-ignores", "severity", "library")
 
 
 class ConfigError(ValueError):
@@ -25,6 +25,7 @@ class ConfigError(ValueError):
 class Config:
     path: Optional[Path] = None  # the pyproject.toml it came from (None: defaults)
     select: Optional[List[str]] = None
+    extend_select: List[str] = field(default_factory=list)  # added to the default set or to select
     ignore: List[str] = field(default_factory=list)
     exclude: List[str] = field(default_factory=list)
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
@@ -135,6 +136,7 @@ def _parse(path: Path, table) -> Config:
     return Config(
         path=path,
         select=_selectors(path, "select", table["select"]) if "select" in table else None,
+        extend_select=_selectors(path, "extend-select", table.get("extend-select", [])),
         ignore=_selectors(path, "ignore", table.get("ignore", [])),
         exclude=_string_list(path, "exclude", table.get("exclude", [])),
         per_file_ignores={glob: _selectors(path, f"per-file-ignores.{glob}", v) for glob, v in per_file.items()},
@@ -164,6 +166,8 @@ def _specificity(selector: str) -> int:
     """How narrowly a selector names rules: ALL < TL < TL1 < TL10 < one rule (id or name)."""
     if selector.strip().upper() == "ALL":
         return 0
+    if selector.strip().upper() == ADVICE:
+        return 1  # as broad as a prefix: ``--select ADVICE --ignore TL702`` drops TL702
     return 5 if get_rule(selector.strip()) is not None else len(selector.strip())
 
 
@@ -171,14 +175,18 @@ def _strongest(rule: Rule, selectors: Sequence[str]) -> int:
     return max((_specificity(s) for s in selectors if matches(rule, s)), default=-1)
 
 
-def _apply(current: FrozenSet[str], select: Optional[Sequence[str]], ignore: Sequence[str]) -> FrozenSet[str]:
+def _apply(current: FrozenSet[str], select: Optional[Sequence[str]], extend: Sequence[str],
+           ignore: Sequence[str]) -> FrozenSet[str]:
     """One layer of selection, as ruff resolves it: a layer's ``select`` replaces the rule set
-    (and can enable opt-in rules); where a select and an ignore of the layer both match a rule, the
-    more specific one wins, an ignore on a tie (``select TL1`` + ``ignore TL101``, and the reverse)."""
+    (and can enable opt-in rules), its ``extend-select`` adds to what it has; where a select and an
+    ignore of the layer both match a rule, the more specific one wins, an ignore on a tie
+    (``select TL1`` + ``ignore TL101``, and the reverse)."""
     chosen = set()
     for rule in load_catalog().values():
         ignored = _strongest(rule, ignore)
-        if select is None:
+        if _strongest(rule, extend) > ignored:
+            keep = True
+        elif select is None:
             keep = rule.id in current and ignored < 0
         else:
             keep = _strongest(rule, select) > ignored
@@ -187,12 +195,36 @@ def _apply(current: FrozenSet[str], select: Optional[Sequence[str]], ignore: Seq
     return frozenset(chosen)
 
 
-def resolve_rules(config: Config, cli_select: Optional[Sequence[str]], cli_ignore: Sequence[str]) -> FrozenSet[str]:
-    """The rules in force: every rule that is not opt-in, then the config's layer, then the command
-    line's. As in ruff, a command-line ``--select`` starts over (the config's select and ignore no
-    longer apply) and ``--ignore`` alone removes rules from what the config chose."""
+@dataclass(frozen=True)
+class Selection:
+    rules: FrozenSet[str]  # the rule ids in force
+    # Rules whose advice-tier findings are shown too (TL502 on a forward whose outputs are dropped):
+    # those selected by ``ADVICE``, ``ALL`` or their own id or name, not by a prefix.
+    advice: FrozenSet[str]
+
+
+def resolve_selection(config: Config, cli_select: Optional[Sequence[str]], cli_ignore: Sequence[str],
+                      cli_extend: Sequence[str] = ()) -> Selection:
+    """The rules in force: every rule that is not advice, then the config's layer, then the command
+    line's. As in ruff, a command-line ``--select`` starts over (the config's select, extend-select
+    and ignore no longer apply) and ``--ignore`` alone removes rules from what the config chose."""
     default = frozenset(r.id for r in load_catalog().values() if not r.opt_in)
-    return _apply(_apply(default, config.select, config.ignore), cli_select, cli_ignore)
+    rules = _apply(_apply(default, config.select, config.extend_select, config.ignore), cli_select, cli_extend, cli_ignore)
+    selectors = list(cli_select or ()) + list(cli_extend)
+    if cli_select is None:
+        selectors += list(config.select or ()) + list(config.extend_select)
+    catalog = load_catalog()
+    advice = frozenset(rule for rule in rules if any(_names_advice(catalog[rule], s) for s in selectors))
+    return Selection(rules, advice)
+
+
+def _names_advice(rule: Rule, selector: str) -> bool:
+    selector = selector.strip()
+    return selector.upper() in ("ALL", ADVICE) or rule.id == selector.upper() or rule.name == selector
+
+
+def resolve_rules(config: Config, cli_select: Optional[Sequence[str]], cli_ignore: Sequence[str]) -> FrozenSet[str]:
+    return resolve_selection(config, cli_select, cli_ignore).rules
 
 
 def ignored_for(config: Config, path: Path) -> List[str]:

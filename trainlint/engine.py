@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 from .cache import Cache, cache_dir, key
-from .catalog import load_catalog, matches, may_fire
+from .catalog import SEVERITY_OF_TIER, load_catalog, matches, may_fire
 from .config import Config, ignored_for
 from .files import SourceError, compiles, decode_source, discover, read_bytes
 from .pacing import paced_collection, start_worker, worker_analyzed
@@ -59,6 +59,7 @@ def _analysis_errors() -> tuple:
 @dataclass(frozen=True)
 class Settings:
     rules: FrozenSet[str]  # rule ids in force (after select/ignore)
+    advice: FrozenSet[str] = frozenset()  # rules whose advice-tier findings are shown too
     config: Config = field(default_factory=Config)
     cache: bool = True
     jobs: int = 1
@@ -113,11 +114,11 @@ def check_source(text: str, path: str, settings: Settings, project: Optional[Pro
     With a ``project``, calls into the other modules of the user's project are followed, and a
     finding whose statement is in one of them is reported in that file. ``incomplete`` receives
     what the analysis's budget left out."""
-    return _module_findings(text, path, rules_for(Path(path), settings), settings.config, project=project,
+    return _module_findings(text, path, rules_for(Path(path), settings), settings, project=project,
                             incomplete=incomplete)
 
 
-def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config, position=None,
+def _module_findings(text: str, path: str, rules: FrozenSet[str], settings: Settings, position=None,
                      project: Optional[Project] = None, incomplete: Optional[List[str]] = None) -> List[Finding]:
     if may_skip_file(text) and parse_suppressions(text).skip_file:
         return []
@@ -142,9 +143,12 @@ def _module_findings(text: str, path: str, rules: FrozenSet[str], config: Config
                 continue
         if noqa.suppresses(line, rule.id, rule.name):
             continue
-        severity = config.severity.get(rule.id, rule.severity)
+        tier = "advice" if result.advice else rule.tier
+        if tier == "advice" and not rule.opt_in and rule.id not in settings.advice:
+            continue  # a recipe of a rule whose bugs are on by default: shown when advice is asked for
+        severity = settings.config.severity.get(rule.id, SEVERITY_OF_TIER[tier])
         findings.append(Finding(shown, line, column, rule.id, rule.name, severity, result.message, end_line, end_column,
-                                trace=result.trace))
+                                trace=result.trace, tier=tier))
     return findings
 
 
@@ -165,7 +169,7 @@ def check_notebook(text: str, path: str, settings: Settings, incomplete: Optiona
         return f"cell {cell}, line {cell_line}"
 
     findings = []
-    for f in _module_findings(notebook.source, path, rules_for(Path(path), settings), settings.config, position,
+    for f in _module_findings(notebook.source, path, rules_for(Path(path), settings), settings, position,
                               incomplete=incomplete):
         cell, line = notebook.cell_position(f.line)
         end_cell, end_line = notebook.cell_position(f.end_line)
@@ -201,7 +205,8 @@ def check_file(path: Path, settings: Settings) -> FileResult:
         data = read_bytes(path)
         described = library.activate(settings.config.library)  # the shipped descriptions and the project's
         store: Optional[Cache] = Cache(cache_dir(settings.config.root)) if settings.cache else None
-        digest = key(data, path.suffix, rules_for(path, settings), settings.config.severity, described.digest) if store else ""
+        shown_rules = rules_for(path, settings) | {f"{rule}:advice" for rule in settings.advice}
+        digest = key(data, path.suffix, shown_rules, settings.config.severity, described.digest) if store else ""
         cached = store.get(digest, shown) if store else None
         if cached is not None:
             return cached

@@ -5,6 +5,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
 
+_TIER_OF_SEVERITY = {"info": "advice"}
+
+
 @dataclass(frozen=True, order=True)
 class Finding:
     path: str
@@ -17,17 +20,22 @@ class Finding:
     end_line: int
     end_column: int  # 1-based, just past the last character
     cell: Optional[int] = None  # notebooks: 1-based code cell; line and column are within it
+    # error, warning or advice (catalog.TIERS): the rule's, or advice for a finding that is a
+    # recipe of a rule whose other findings are bugs. ``severity`` is how it is shown.
+    tier: str = field(default="", compare=False)
     # The witness path (calls, assumed conditions, the statements involved), shown with --trace;
     # not part of a finding's identity.
     trace: Tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace", tuple(self.trace))  # a list when read back from the cache
+        if not self.tier:
+            object.__setattr__(self, "tier", _TIER_OF_SEVERITY.get(self.severity, self.severity))
 
     def to_json(self) -> Dict[str, Any]:
         data = asdict(self)
         # The public JSON order: rule first, then where, then what.
-        keys = ("rule", "name", "severity", "path", "line", "column", "end_line", "end_column", "message")
+        keys = ("rule", "name", "severity", "tier", "path", "line", "column", "end_line", "end_column", "message")
         result = {key: data[key] for key in keys}
         if self.cell is not None:
             result["cell"] = self.cell

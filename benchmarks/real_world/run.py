@@ -286,7 +286,8 @@ def run_trainlint(tree: Path, paths: Sequence[str],
     findings: List[dict] = []
     errors: List[dict] = []
     for batch in chunks(list(paths)):
-        command = [sys.executable, "-m", "trainlint", "check", "--format", "json", "--no-cache"]
+        # Advice too, so its findings are triaged and counted apart from the default tiers'.
+        command = [sys.executable, "-m", "trainlint", "check", "--format", "json", "--no-cache", "--extend-select", "ADVICE"]
         if rules:
             command += ["--select", rules]
         command += ["--", *batch]
@@ -339,8 +340,10 @@ def tally(findings: Sequence[dict], ledger: dict) -> Dict[str, Tally]:
     """rule -> Tally of its findings by verdict."""
     tallies: Dict[str, Tally] = {}
     for finding in findings:
-        entry = tallies.setdefault(finding["rule"], Tally(finding.get("name", ""),
-                                                          finding.get("severity", "")))
+        # A rule's recipes (its advice-tier findings) are tallied apart from its default findings.
+        tier = finding.get("tier", finding.get("severity", ""))
+        key = finding["rule"] + ("/advice" if tier == "advice" else "")
+        entry = tallies.setdefault(key, Tally(finding.get("name", ""), tier))
         entry.add(verdict_of(finding, ledger))
     return tallies
 
@@ -414,11 +417,11 @@ def precision_table(tallies: Dict[str, Tally]) -> List[str]:
     lines.append("-" * len(head))
     for severity in ("error", "warning"):
         lines.append(row("total", totals(tallies, severity)))
-    info = sorted(r for r, t in tallies.items() if t.severity not in ("error", "warning"))
-    if info:
+    advice = sorted(r for r, t in tallies.items() if t.severity not in ("error", "warning"))
+    if advice:
         lines.append("")
-        lines.append("info (not in the totals):")
-        lines += [row(rule, tallies[rule]) for rule in info]
+        lines.append("advice (opt-in, not in the totals):")
+        lines += [row(rule, tallies[rule]) for rule in advice]
     return lines
 
 
@@ -474,7 +477,9 @@ def check_bugs(bugs: Sequence[dict], clones: Path, rules: Optional[str] = None,
         low, high = parse_lines(bug["lines"])
         wanted = normpath(bug["path"])
         on_path = [f for f in found if f["path"] == wanted]
-        hit = any(f["rule"] == bug["rule"] and low <= int(f["line"]) <= high for f in on_path)
+        matching = [f for f in on_path if f["rule"] == bug["rule"] and low <= int(f["line"]) <= high]
+        # Found only as advice (off by default) is a miss of the default set, said as such.
+        hit = any(f.get("tier") != "advice" for f in matching)
         status = "hit" if hit else "miss"
         why = "; ".join(e.get("message", "") for e in failed) if failed else ""
         results.append(dict(bug, status=status, why=why, found=on_path))

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 
 def not_resumable_message(label: str, optimizer_state: List[str], schedule_lost: bool,
-                          schedule_restored: Optional[str]) -> str:
+                          schedule_restored: Optional[str], resumed_at: Optional[str] = None) -> str:
     """What a resumed run restarts, the consequence of each, and what to save beside the weights."""
     missing = " and ".join((["optimizer"] if optimizer_state else []) + (["scheduler"] if schedule_lost else []))
     lost = " and ".join(optimizer_state + (["the learning-rate schedule's position"] if schedule_lost else []))
@@ -15,9 +15,10 @@ def not_resumable_message(label: str, optimizer_state: List[str], schedule_lost:
     save = " and ".join((["optimizer.state_dict()"] if optimizer_state else []) + (
         ["scheduler.state_dict()"] if schedule_lost else []))
     kept = f" (the schedule's position comes back: {schedule_restored})" if schedule_restored else ""
+    resumes = f"the program resumes with {resumed_at}, and " if resumed_at else ""
     return (
         f"{label} checkpoints the model weights inside the training loop but not the {missing} "
-        f"state: resuming from it restarts {lost} from scratch{kept}, so the resumed run is not the "
+        f"state: {resumes}resuming from it restarts {lost} from scratch{kept}, so the resumed run is not the "
         f"one that was saved ({', and '.join(effects)}); also save {save} (and the GradScaler's "
         f"state and the step, if any), and load them when resuming."
     )

@@ -23,7 +23,7 @@ def _rule(rule) -> dict:
         "help": {"text": rule.fix},
         "helpUri": DOCS.format(path=rule.doc_path),
         "defaultConfiguration": {"level": _LEVEL[rule.severity]},
-        "properties": {"tags": ["training-correctness"], "runtime_confirmed": rule.runtime_confirmed},
+        "properties": {"tags": ["training-correctness"], "runtime_confirmed": rule.runtime_confirmed, "tier": rule.tier},
     }
 
 
@@ -45,8 +45,9 @@ def document(report: Report) -> dict:
             "message": {"text": f.message},
             "locations": [location],
         }
+        result["properties"] = {"tier": f.tier}
         if f.cell is not None:
-            result["properties"] = {"notebookCell": f.cell}
+            result["properties"]["notebookCell"] = f.cell
         results.append(result)
     notifications = [
         {"level": "error", "message": {"text": e.message}, "locations": [{"physicalLocation": {"artifactLocation": {"uri": e.path}}}]}

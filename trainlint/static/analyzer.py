@@ -152,6 +152,7 @@ class Result:
     event: Optional[Event] = None  # the reported event (flow rules)
     path: Optional[Path] = None  # the file of the reported statement, if another module of the project
     trace: Tuple[str, ...] = ()  # the witness path, for humans (``--trace``)
+    advice: bool = False  # a recipe of the rule, not a bug (patterns.Match.advice)
 
 
 def analyze(
@@ -337,11 +338,11 @@ def _analyze_results(
         return position(positions[node].start.line) if node in positions else None
 
     candidates = [
-        (v.rule, v.at.site, lambda v=v: message_of(v), v.related, v.at, lambda v=v: trace(v)) for v in violations
-    ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None, tuple) for m in matches]
+        (v.rule, v.at.site, lambda v=v: message_of(v), v.related, v.at, lambda v=v: trace(v), False) for v in violations
+    ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None, tuple, m.advice) for m in matches]
     results = []
     seen = set()
-    for rule, node, render, related, event, traced in candidates:
+    for rule, node, render, related, event, traced, advice in candidates:
         span = spans.get(id(node))
         path = origins[id(node)].path if id(node) in origins else None
         if span is None or (rule, span, path) in seen:
@@ -349,7 +350,7 @@ def _analyze_results(
         seen.add((rule, span, path))
         # Statements of other files are named in the message; only this file's can be fixed here.
         others = tuple((role, spans[id(ev.site)], ev) for role, ev in related if id(ev.site) in spans and ev.origin is None)
-        results.append(Result(rule, span, render(), others, event, path, traced()))
+        results.append(Result(rule, span, render(), others, event, path, traced(), advice))
     results.sort(key=lambda r: (str(r.path or ""), r.span, r.rule))
     return results
 

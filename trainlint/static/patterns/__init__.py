@@ -22,6 +22,9 @@ class Match:
     rule: str
     node: cst.CSTNode  # where the finding is reported
     render: Callable[[NodeLine], str]  # the message, given a way to number other statements
+    # A recipe or a cost, not a bug (a rule's advice tier): TL502 on a forward whose outputs are
+    # dropped. Shown only when advice is selected.
+    advice: bool = False
 
 
 @dataclass

@@ -36,12 +36,59 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
                 continue  # ``ni = i + nb * epoch``: the remainder is stepped with the next epoch's first batches
             if _steps_after(ctx, loop):
                 continue
-            yield Match("TL202", stmt, lambda line_of, s=stmt: (
-                f"the accumulation boundary `if {ctx.code(s.test)}:` never fires for the last "
-                f"micro-batches of an epoch whose length is not a multiple of k: their gradients are "
-                f"zeroed or leak into the next epoch's first step; also step when the batch is the "
-                f"last one (`or step + 1 == len(loader)`)."
-            ))
+            yield _remainder_match(ctx, loop, stmt, [inner for inner, _, _ in _pass_statements(ctx, loop)])
+
+
+def _remainder_match(ctx: Context, loop: cst.For, boundary: cst.If, statements: List[cst.BaseStatement]) -> Match:
+    """TL202's finding, of the warning tier only where the dropped tail does harm: a next epoch
+    runs (an epoch loop around the loader's, or around the call of its function), nothing zeroes the
+    gradients between the epochs, so the tail is summed into the next epoch's first step, and each
+    loss was divided by the same k as the boundary's, so that step is over-weighted. A single pass,
+    a tail zeroed at the epoch's start, or a loss normalised otherwise (by token counts) is advice."""
+    k = next(n.right for n in walk(boundary.test) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo))
+    test = ctx.code(boundary.test)
+    epochs = _epoch_loops(ctx, loop)
+    fn = ctx.sites.function_of_loop.get(id(loop))
+    order = ctx.sites.statement_order
+    zeroed = [site.call for site in ctx.sites.sites if site.name == "zero_grad" and not any(l is loop for l in site.loops) and (
+        any(l is e for e in epochs for l in site.loops)  # in the epoch loop, outside the loader's
+        or site.function is fn and order.get(id(site.statement), -1) < order.get(id(loop), -1))]  # before it, per call
+    divided = any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide) and ctx.code(n.right) == ctx.code(k)
+                  for stmt in statements for n in walk(stmt))
+    fn_callers = ctx.sites.calls_of(fn) if fn is not None else None
+    # A function nothing here calls (``Trainer.train_epoch``) is called from elsewhere, maybe per epoch.
+    runs_again = bool(epochs) or (fn is not None and not fn_callers)
+    if runs_again and not zeroed and divided:
+        return Match("TL202", boundary, lambda line_of: (
+            f"the accumulation boundary `if {test}:` never fires for the last micro-batches of an "
+            f"epoch whose length is not a multiple of {ctx.code(k)}: their gradients, each divided by "
+            f"{ctx.code(k)}, are not stepped and leak into the next epoch's first step, which then sums "
+            f"more than {ctx.code(k)} of them; also step when the batch is the last one "
+            f"(`or step + 1 == len(loader)`)."
+        ))
+    if not runs_again:
+        fate = "are never stepped: this single pass ends with them unused"
+    elif zeroed:
+        fate = "are thrown away by the zero_grad() that starts the next epoch, so those samples never train"
+    else:
+        fate = ("carry into the next epoch's first step (the loss is not divided by the boundary's count "
+                "here, so that step is larger, not mis-weighted)")
+    return Match("TL202", boundary, lambda line_of: (
+        f"the accumulation boundary `if {test}:` never fires for the last micro-batches of an epoch "
+        f"whose length is not a multiple of {ctx.code(k)}: their gradients {fate}; also step when the "
+        f"batch is the last one (`or step + 1 == len(loader)`)."
+    ), advice=True)
+
+
+def _epoch_loops(ctx: Context, loop: cst.For) -> List[cst.CSTNode]:
+    """The loops that run the loader's loop again: those around it in its function, or around a
+    call of that function (one level of callers)."""
+    fn = ctx.sites.function_of_loop.get(id(loop))
+    scope = fn.node if fn is not None else ctx.model.module
+    around = [n for n in walk(scope) if isinstance(n, (cst.For, cst.While)) and n is not loop and any(m is loop for m in walk(n.body))]
+    if not around and fn is not None:
+        around = [l for site in ctx.sites.calls_of(fn) for l in site.loops]
+    return around
 
 
 def _pass_statements(ctx: Context, loop: cst.For) -> List[Tuple[cst.BaseStatement, Optional[Function], Optional[cst.Call]]]:
@@ -208,12 +255,28 @@ def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
             if any(is_no_grad(ctx, w) for w in forward.withs):
                 continue
             at = order.get(id(forward.statement), -1)
-            if at < start:
+            if at < start or _grad_switched_off(ctx, fn, model, at):
                 continue
             if inline and (end is not None and at > end or id(forward.loops[-1]) in training_loops
                            or order.get(id(forward.loops[-1]), -1) < start):
                 continue  # the training loop's own forward, or one after train() again
             yield site, forward
+
+
+def _grad_switched_off(ctx: Context, fn: Function, model: str, at: int) -> bool:
+    """The statement forms of no_grad before the forward at ``at``: ``torch.set_grad_enabled(False)``
+    not switched back on in between, or ``model.requires_grad_(False)`` on the evaluated model."""
+    order = ctx.sites.statement_order
+    switches = sorted(
+        (order.get(id(site.statement), -1), literal_bool(site.call.args[0].value) if site.call.args else None)
+        for site in ctx.sites.in_function(fn)
+        if site.name == "set_grad_enabled" and isinstance(site.statement, cst.SimpleStatementLine)
+        and order.get(id(site.statement), -1) < at)
+    if switches and switches[-1][1] is False:
+        return True
+    return any(site.name == "requires_grad_" and site.receiver == model and site.call.args
+               and literal_bool(site.call.args[0].value) is False and order.get(id(site.statement), -1) < at
+               for site in ctx.sites.in_function(fn))
 
 
 def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
@@ -224,12 +287,75 @@ def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
             continue
         reported.add(id(forward.call))
         done.add(id(site.call))
+        kept = _output_kept(ctx, forward)
+        if kept is not None:
+            yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call, k=kept: (
+                f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, {line_of(e)}) that "
+                f"builds autograd graphs, and `{ctx.code(k)}` ({line_of(k)}) keeps its output past the "
+                f"batch: eval() does not disable gradients, so each batch's graph and activations stay "
+                f"alive and memory grows with every batch of the evaluation; wrap the loop in "
+                f"torch.no_grad() or torch.inference_mode()."
+            ))
+            continue
+        # The graph of a dropped output is freed with it: a cost (time, peak memory), not a leak.
         yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call: (
             f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, "
             f"{line_of(e)}) that builds autograd graphs: eval() does not disable gradients, so "
-            f"every activation is kept, using several times the memory and time; wrap the loop "
-            f"in torch.no_grad() or torch.inference_mode()."
-        ))
+            f"each batch's activations are kept until its output is dropped, costing memory and "
+            f"time; wrap the loop in torch.no_grad() or torch.inference_mode()."
+        ), advice=True)
+
+
+def _reads(value: cst.CSTNode, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in walk(value))
+
+
+# Calls whose result holds no graph: a Python number, a detached copy, integer indices.
+_GRAPH_FREE = frozenset({"item", "detach", "tolist", "numpy", "argmax", "argmin", "eq", "ne", "long", "int", "bool"})
+
+
+def _output_kept(ctx: Context, forward) -> Optional[cst.CSTNode]:
+    """The statement that keeps the forward's output (or a value computed from it with its graph)
+    beyond the batch, in the evaluation loop: appended to a list, summed into a total that is not
+    started again in the loop, concatenated onto itself, or stored into a container or attribute."""
+    fn, loop = forward.function, forward.loops[-1]
+    inside = {id(node) for node in ctx.model.subtree(loop)}
+    derived: Set[str] = set()
+
+    def carries(value: cst.CSTNode) -> bool:
+        """Does the value hold the output's graph? Not through a graph-free call or a comparison."""
+        if value is forward.call or isinstance(value, cst.Name) and value.value in derived:
+            return True
+        if isinstance(value, cst.Comparison):
+            return False
+        if isinstance(value, cst.Call) and (isinstance(value.func, cst.Attribute) and value.func.attr.value in _GRAPH_FREE
+                                            or dotted(value.func) in ("float", "int", "bool", "len")):
+            return False
+        return any(carries(child) for child in children(value))
+
+    assigns = [(t, v) for t, v in fn.assigns if id(v) in inside]
+    changed = True
+    while changed:
+        changed = False
+        for target, value in assigns:
+            names = {n.value for n in walk(target) if isinstance(n, cst.Name)} if isinstance(target, (cst.Name, cst.Tuple, cst.List)) else set()
+            if names - derived and carries(value):
+                derived |= names
+                changed = True
+    for target, value in assigns:
+        if isinstance(target, (cst.Subscript, cst.Attribute)) and carries(value):
+            return target  # ``outputs[i] = logits``, ``self.last = logits``
+        if isinstance(target, cst.Name) and carries(value) and _reads(value, target.value) and not any(
+                t is not target and isinstance(t, cst.Name) and t.value == target.value and not _reads(v, t.value)
+                for t, v in assigns):
+            return value  # ``all_logits = torch.cat([all_logits, logits])``, never started again in the loop
+    for aug in fn.aug_assigns:
+        if id(aug) in inside and isinstance(aug.operator, cst.AddAssign) and carries(aug.value) and not _reset_in_loop(aug.target, loop):
+            return aug
+    for site in ctx.sites.in_function(fn):
+        if site.name in ("append", "extend") and id(site.call) in inside and len(site.call.args) == 1 and carries(site.call.args[0].value):
+            return site.call
+    return None
 
 
 def is_no_grad(ctx: Context, item: cst.BaseExpression) -> bool:
@@ -325,11 +451,30 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
         return  # ``loss = loss.item()`` somewhere before: which value is accumulated is not proven
     if isinstance(node, cst.AugAssign) and loops and _reset_in_loop(node.target, loops[-1]):
         return  # the accumulator starts again every pass (every optimizer step): memory is bounded
-    yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node): (
+    restart = _restart_outside(node, loops)
+    yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node), r=restart: (
         f"`{c}` keeps the tensor `{n}` itself, and with it the whole autograd graph of every "
-        f"iteration: memory grows each step until the run is out of memory (or slows down); "
-        f"accumulate {n}.item() (or {n}.detach())."
+        f"iteration: " + (
+            f"memory grows with each batch of the epoch, until `{ctx.code(r)}` ({line_of(r)}) starts the "
+            f"total again at the next epoch (an epoch of graphs at once: out of memory on a long epoch)"
+            if r is not None else "memory grows with every step, without bound, until the run is out of memory "
+            "(or slows down)") +
+        f"; accumulate {n}.item() (or {n}.detach())."
     ))
+
+
+def _restart_outside(node: cst.CSTNode, loops) -> Optional[cst.CSTNode]:
+    """The assignment that starts the accumulator again in a loop around the one it grows in
+    (``epoch_loss = 0`` at each epoch's start): then its graphs are freed once per epoch."""
+    target = node.target if isinstance(node, cst.AugAssign) else node.func.value if isinstance(node, cst.Call) else None
+    wanted = dotted(target) if target is not None else None
+    if wanted is None:
+        return None
+    for outer in reversed(loops[:-1]):
+        for n in walk(outer):
+            if isinstance(n, cst.Assign) and any(dotted(t.target) == wanted for t in n.targets):
+                return n
+    return None
 
 
 def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
@@ -428,13 +573,45 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         schedule_lost = scheduled and restored is None and not _saves_scheduler(ctx, saved)
         if not stateful and not schedule_lost:
             continue  # the schedule is saved or restored and the optimizer keeps nothing
-        yield Match("TL901", site.call, lambda line_of, c=site.call, lost=schedule_lost: not_resumable_message(
+        # A warning where a resume of this program loses what it relies on: it loads weights back
+        # into a model to go on training, and the schedule starts over (the learning rate jumps
+        # back). Optimizer moments alone, or an export nothing resumes from, are advice.
+        resume = _resume_load(ctx)
+        yield Match("TL901", site.call, lambda line_of, c=site.call, lost=schedule_lost, r=resume: not_resumable_message(
             ctx.label(c),
             [what + _built_at(line_of, calls) for what, calls in stateful],
             lost,
             None if lost or restored is None else
             f"{ctx.label(restored[0])} ({line_of(restored[0])}) {restored[1]}",
-        ))
+            None if r is None else f"{ctx.label(r)} ({line_of(r)})",
+        ), advice=resume is None or not schedule_lost)
+
+
+def _resume_load(ctx: Context) -> Optional[cst.Call]:
+    """Where the program puts saved weights back into a model it trains (``model.load_state_dict(
+    torch.load(path))``): a resume path. A load into an optimizer or scheduler alone is not one."""
+    for site in ctx.sites.named("load_state_dict"):
+        role = ctx.model.roles.get(site.receiver) if site.receiver else None
+        if role is not None and role.kind in (OPTIMIZER, SCHEDULER):
+            continue
+        if _before_training(ctx, site):
+            return site.call
+    return None
+
+
+def _before_training(ctx: Context, site) -> bool:
+    """Training runs after this statement in its function: a training loop there, or a call of a
+    function of this module that trains (a load after training is a final evaluation's)."""
+    order = ctx.sites.statement_order
+    at = order.get(id(site.statement), -1)
+    for loop in ctx.sites.training_loops():
+        if ctx.sites.function_of_loop.get(id(loop)) is site.function and order.get(id(loop), -1) > at:
+            return True
+    for later in ctx.sites.in_function(site.function):
+        callee = ctx.sites.local_callee(later) if order.get(id(later.statement), -1) > at else None
+        if callee is not None and ctx.sites.trains(callee):
+            return True
+    return False
 
 
 def _built_at(line_of, calls) -> str:
