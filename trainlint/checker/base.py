@@ -21,6 +21,9 @@ class Violation:
     # ``holds=False`` is counter-evidence for a must violation: this path reached ``at`` without
     # the violation. Only the static engine asks for it (``feed(..., evidence=True)``).
     holds: bool = True
+    # A fact of the witness path its message depends on (TL102: the schedule's first value is
+    # skipped; TL501: the model trains in eval mode from its first step), so it says only what holds.
+    detail: str = ""
 
     def get(self, role: str) -> Optional[Event]:
         return next((ev for name, ev in self.related if name == role), None)

@@ -18,6 +18,8 @@ class _ModeState(NamedTuple):
     # (module, file) this path put in train() mode itself; the file tells a callee's local of the
     # same name apart (``classifier`` in a helper module is not the caller's object)
     trained: FrozenSet[Tuple[str, object]] = frozenset()
+    stepped: bool = False  # an optimizer step ran on this path
+    evaluated_after_step: FrozenSet[Event] = frozenset()  # eval() calls that came after a step
 
 
 class EvalModeRestored(Invariant):
@@ -38,7 +40,8 @@ class EvalModeRestored(Invariant):
     def feed(self, state: _ModeState, ev: Event):
         if ev.kind is EventKind.EVAL_MODE and ev.target:
             kept = tuple(e for e in state.evaluating if e.target != ev.target)
-            return state._replace(evaluating=(kept + (ev,))[-4:]), []
+            return state._replace(evaluating=(kept + (ev,))[-4:], evaluated_after_step=state.evaluated_after_step
+                                  | ({ev} if state.stepped else frozenset())), []
         if ev.kind is EventKind.OPAQUE and FAMILY_MODES in ev.families:
             # A call we cannot read received the module: it may have switched it back to train().
             return state._replace(evaluating=tuple(e for e in state.evaluating if not reaches(ev, e.target))), []
@@ -46,7 +49,7 @@ class EvalModeRestored(Invariant):
             # train() on the module, or on a part of it: the program chose which parts train again
             # (``model.eval()`` then ``model.head.train()`` over a frozen encoder)
             evaluating = tuple(e for e in state.evaluating if not (_within(e.target, ev.target) or _within(ev.target, e.target)))
-            return _ModeState(evaluating, state.trained | {(ev.target, ev.origin)}), []
+            return state._replace(evaluating=evaluating, trained=state.trained | {(ev.target, ev.origin)}), []
         if ev.kind is EventKind.OPTIMIZER_STEP and state.evaluating:
             trained = (ev.module,) if ev.module else ev.modules
             if trained:
@@ -56,16 +59,21 @@ class EvalModeRestored(Invariant):
                 # optimizer updates is not known, and the other may be held in eval on purpose.
                 left = [e for e in state.evaluating if e.origin is ev.origin
                         and state.trained == frozenset({(e.target, ev.origin)})]
-            return state, [Violation("TL501", e, (("step", ev),)) for e in left]
+            return state._replace(stepped=True), [
+                Violation("TL501", e, (("step", ev),), detail="after training" if e in state.evaluated_after_step else "")
+                for e in left]
+        if ev.kind is EventKind.OPTIMIZER_STEP:
+            return state._replace(stepped=True), []
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:
         step = where(v.get("step"), line_of, "optimizer.step()")
         # the object put in eval, as the statement names it (a runtime target is an id, not code)
         written = v.at.label.rsplit(".eval(", 1)[0] if ".eval(" in v.at.label else "the model"
+        when = ("so every step after this evaluation trains in a different regime than the steps before it"
+                if v.detail == "after training" else "so the model trains in inference mode from this point on")
         return (
             f"{v.at.label} leaves {written} in eval mode and {step} trains it that way: dropout is "
-            f"off and batch norm uses and freezes its running statistics, so training silently "
-            f"changes regime after the first evaluation; call "
+            f"off and batch norm uses and freezes its running statistics, {when}; call "
             f"{written if written != 'the model' else 'model'}.train() after evaluating."
         )

@@ -15,6 +15,7 @@ class _SchedEntry(NamedTuple):
     optimizer: Optional[str]
     stepped_since: Optional[bool]  # an optimizer step since this scheduler's last step? None: unknown
     pending: Optional[Event] = None  # a scheduler step waiting for the optimizer step it preceded
+    first: bool = False  # the pending step is the scheduler's first, before any step of its optimizer
 
 
 class _SchedState(NamedTuple):
@@ -47,8 +48,9 @@ class SchedulerOrder(Invariant):
             for entry in state.entries:
                 if same_object(entry.optimizer, ev.target):
                     if entry.pending is not None:
-                        found.append(Violation("TL102", entry.pending, (("step", ev),)))
-                    entry = entry._replace(stepped_since=True, pending=None)
+                        found.append(Violation("TL102", entry.pending, (("step", ev),),
+                                               detail="first value skipped" if entry.first else ""))
+                    entry = entry._replace(stepped_since=True, pending=None, first=False)
                 entries.append(entry)
             return state._replace(stepped=state.stepped | {ev.target}, entries=tuple(entries)), found
         if ev.kind is EventKind.ITERATION and any(e.pending is not None for e in state.entries):
@@ -80,7 +82,8 @@ class SchedulerOrder(Invariant):
         else:
             entry = entries[index]
         if entry.stepped_since is False and entry.pending is None:
-            entry = entry._replace(pending=ev)
+            # Known to come before every step of its optimizer: the schedule's first value is lost.
+            entry = entry._replace(pending=ev, first=index is None and state.history_known and not state.opaque)
         entry = entry._replace(stepped_since=False)
         if index is None:
             entries.append(entry)
@@ -90,10 +93,14 @@ class SchedulerOrder(Invariant):
 
     def message(self, v: Violation, line_of: LineOf) -> str:
         step = where(v.get("step"), line_of, "optimizer.step()")
+        consequence = (
+            "the schedule's first learning rate is never used (with a warmup, it starts one step late) and every update "
+            "uses the rate meant for the next one" if v.detail == "first value skipped" else
+            "the schedule advances without an update in between, so from here on each update uses a rate "
+            "meant for a later step")
         return (
             f"{v.at.label} runs before {step}, so the scheduler is one step ahead of the optimizer: "
-            f"the first learning rate of the schedule is skipped and every update uses the rate "
-            f"meant for the next one; step the scheduler after the optimizer step (per-epoch "
+            f"{consequence}; step the scheduler after the optimizer step (per-epoch "
             f"schedulers after the epoch's training loop)."
         )
 

@@ -113,7 +113,8 @@ def decay_on_norm_and_bias(ctx: Context) -> Iterable[Match]:
         params = arg(site.call, 0, "params")
         if last not in _DECOUPLED or decay is None or decay <= 0 or not _all_parameters(params):
             continue
-        yield Match("TL701", site.call, lambda line_of, d=decay, c=ctx.code(params): (
+        # Bound now: the message is rendered after the loop, when ``last`` names the last optimizer.
+        yield Match("TL701", site.call, lambda line_of, d=decay, c=ctx.code(params), last=last: (
             f"{last}(weight_decay={d}) decays every tensor of {c}, biases and normalisation weights "
             f"included: LayerNorm/BatchNorm gains are pulled towards 0 and biases shrink, which "
             f"hurts accuracy for no regularisation benefit; pass two param groups, with "
@@ -289,8 +290,8 @@ def optimizer_before_wrap(ctx: Context) -> Iterable[Match]:
                 continue
             wrapped = dotted(arg(other.call, 0, "module") or cst.Name("_"))
             if wrapped == owner and order.get(id(other.statement), -1) > order.get(id(site.statement), -1):
-                yield Match("TL305", site.call, lambda line_of, o=other.call, n=owner: (
-                    f"{ctx.label(site.call)} collects the parameters of {n} before "
+                yield Match("TL305", site.call, lambda line_of, o=other.call, n=owner, c=site.call: (
+                    f"{ctx.label(c)} collects the parameters of {n} before "
                     f"{ctx.label(o)} ({line_of(o)}) shards it: FSDP replaces those parameters, "
                     f"so the optimizer updates tensors the model no longer uses and training does "
                     f"nothing; build the optimizer after wrapping."
@@ -314,8 +315,8 @@ def warmup_from_zero(ctx: Context) -> Iterable[Match]:
         if zero:
             yield Match("TL602", site.call, lambda line_of, c=site.call: (
                 f"{ctx.label(c)} starts its warmup at a factor of 0, so the first optimizer step "
-                f"uses a learning rate of exactly 0 and is wasted (with Adam it still updates the "
-                f"moment estimates); start the warmup at (step + 1) / warmup_steps."
+                f"uses a learning rate of exactly 0 and is wasted (an optimizer with moment estimates "
+                f"still updates them); start the warmup at (step + 1) / warmup_steps."
             ))
 
 
