@@ -126,9 +126,15 @@ def test_utf8_bom_is_analyzed(tmp_path):
     assert [(f["rule"], f["line"], f["column"]) for f in data["findings"]] == [("TL101", 9, 5)]
 
 
-def test_unknown_coding_cookie(tmp_path):
-    (tmp_path / "odd.py").write_bytes(b"# -*- coding: no-such-codec -*-\nx = 1\n")
-    assert "no-such-codec" in _check_with_good_file(tmp_path, "odd.py")
+def test_a_preprocessor_codec_python_lacks_is_read_as_utf8_with_a_note(tmp_path):
+    """``# -*- coding: future_fstrings -*-`` names a codec a package registers at run time: the file
+    is still Python, so it is analysed (here: its TL101) and a note says how it was read."""
+    path = tmp_path / "train.py"
+    path.write_bytes(b"# -*- coding: future_fstrings -*-\n# caf\xc3\xa9\n" + CLIP_AFTER_STEP.encode())
+    result, data = run_json(path)
+    assert result.exit_code == 1 and data["errors"] == []
+    assert [(f["rule"], f["line"]) for f in data["findings"]] == [("TL101", 11)]
+    assert ["future_fstrings" in note["message"] and "UTF-8" in note["message"] for note in data["incomplete"]] == [True]
 
 
 def test_coding_cookie_naming_a_codec_that_is_not_a_text_encoding(tmp_path):

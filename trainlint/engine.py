@@ -185,7 +185,7 @@ def _analyze(path: Path, shown: str, data: bytes, settings: Settings, project: O
              ) -> FileResult:
     left_out: List[str] = []
     try:
-        text = decode_source(data)
+        text = decode_source(data, left_out)
         if path.suffix == ".ipynb":
             findings = check_notebook(text, shown, settings, left_out)
         else:

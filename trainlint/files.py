@@ -185,16 +185,29 @@ def read_bytes(path: Path) -> bytes:
         raise SourceError(f"cannot read file: {exc.strerror or exc}") from None
 
 
-def decode_source(data: bytes) -> str:
-    """The file's text, decoded as Python does (BOM, PEP 263 coding cookie, else UTF-8)."""
+_UNKNOWN_CODEC = re.compile(r"unknown encoding(?: for [^:]*)?: (\S+)")
+
+
+def decode_source(data: bytes, notes: Optional[List[str]] = None) -> str:
+    """The file's text, decoded as Python does (BOM, PEP 263 coding cookie, else UTF-8). A cookie
+    naming a codec this Python does not have (``future_fstrings``, ``pyxl``: preprocessors a
+    package registers at run time) is read as UTF-8, with a note in ``notes``: the source is still
+    Python, and refusing it would hide the whole file."""
     if b"\x00" in data:
         raise SourceError("binary file, not Python source")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        if "invalid or missing" not in str(exc):
+        unknown = _UNKNOWN_CODEC.search(str(exc))
+        if unknown is not None:
+            encoding = "utf-8"
+            if notes is not None:
+                notes.append(f"the coding declaration names {unknown.group(1)!r}, a codec this Python does not have "
+                             f"(a source preprocessor?): read as UTF-8 and analysed as written")
+        elif "invalid or missing" not in str(exc):
             raise SourceError(f"invalid encoding declaration: {exc}") from None
-        encoding = "utf-8"  # undecodable first lines and no cookie: say where decoding fails
+        else:
+            encoding = "utf-8"  # undecodable first lines and no cookie: say where decoding fails
     try:
         # The BOM, if any, is not part of the text: detect_encoding says utf-8-sig for it.
         return data.decode(encoding)
