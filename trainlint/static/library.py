@@ -35,7 +35,7 @@ _EVENTS = {kind.value: kind for kind in (
 )}
 
 
-_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses", "answers")
+_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses", "answers", "one_rank")
 
 
 class LibraryError(ValueError):
@@ -142,6 +142,10 @@ class Library:
     losses: List[DescribedLoss]
     # (role, methods only an object of that role has, whether it takes all of them together to tell)
     answers: List[Tuple[str, FrozenSet[str], bool]]
+    # Decorators that run the decorated function on one process only (Lightning's rank_zero_only):
+    # qualified names, and (receiver role, method names) for methods used as decorators.
+    one_rank: List[_Names]
+    one_rank_methods: Dict[str, Optional[str]]  # method name -> receiver role
     digest: str  # identifies the descriptions (cache entries depend on them)
     mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
     # (qualified, name) -> answer: every call of every file asks, and the answer never changes
@@ -182,6 +186,13 @@ class Library:
                     return "unknown"  # per-token losses, or a flag the engine cannot read
             return described.loss
         return None
+
+    def runs_on_one_rank(self, qualified: Optional[str], name: str, receiver_role: Optional[str] = None,
+                         method: bool = False) -> bool:
+        """Does this decorator run what it decorates on one process only?"""
+        if method:
+            return name in self.one_rank_methods and self.one_rank_methods[name] in (None, receiver_role)
+        return any(names.match(qualified, name) for names in self.one_rank)
 
     def answering(self, methods: Iterable[str]) -> Optional[str]:
         """The one described role whose distinctive methods include some of ``methods`` (what the
@@ -273,7 +284,7 @@ def _method_names(source: str, entry: Mapping[str, Any]) -> List[str]:
 
 def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
     """One Library from ``(source, table)`` pairs; a later table (the project's) takes precedence."""
-    library = Library([], {}, [], {}, [], [], [], [], "")
+    library = Library([], {}, [], {}, [], [], [], [], [], {}, "")
     fingerprint = []
     for source, table in tables:
         fingerprint.append(table)
@@ -322,6 +333,11 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
             ))
         library.answers[:0] = [(_role(source, entry.get("role")), frozenset(_method_names(source, entry)),
                                 bool(entry.get("together", False))) for entry in table.get("answers", [])]
+        for entry in table.get("one_rank", []):
+            if "calls" in entry:
+                library.one_rank.insert(0, _names(source, entry))
+            for name in entry.get("names", []):
+                library.one_rank_methods[name] = _role(source, entry["role"]) if "role" in entry else None
     library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
     library.mentions = _mentions(library)
     return library

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 
 import libcst as cst
 
-from ..calls import kwarg, literal_number
+from .. import library
+from ..calls import kwarg, literal_bool, literal_number, parameters_given
 from ..names import dotted
 from ..roles import LOADER
 from ..walk import walk
@@ -27,8 +28,49 @@ _DISTRIBUTED_CALLS = {"init_process_group", "DistributedDataParallel", "FullySha
 
 
 def _is_distributed(ctx: Context) -> bool:
-    """The script initialises a process group or wraps a model in DDP/FSDP (calls, not text)."""
-    return bool(ctx.sites.named(*_DISTRIBUTED_CALLS))
+    """The script initialises a process group or wraps a model in DDP/FSDP (calls, not text), on a
+    path the program can take: not under ``if distributed:`` in a function every caller gives
+    ``distributed=False``."""
+    return any(not _never_taken(ctx, site) for site in ctx.sites.named(*_DISTRIBUTED_CALLS))
+
+
+def _never_taken(ctx: Context, site) -> bool:
+    """A condition of the site is false at every call of its function: it tests a parameter
+    (``if use_ddp:``, ``if not single_process:``) that each call site passes as the same literal,
+    or that none passes and defaults to one."""
+    fn = site.function
+    if fn is None or not site.tests:
+        return False
+    for test in site.tests:
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        name = test.expression if negated else test
+        if not isinstance(name, cst.Name) or name.value not in fn.params:
+            continue
+        value = _constant_argument(ctx, fn, name.value)
+        if value is not None and value is negated:
+            return True
+    return False
+
+
+def _constant_argument(ctx: Context, fn, param: str) -> Optional[bool]:
+    """The literal truth every call of ``fn`` in this module gives ``param``, or None (a value that
+    varies, is not literal, or a function nothing here calls: its callers are elsewhere)."""
+    callers = ctx.sites.calls_of(fn)
+    if not callers:
+        return None
+    default = next((p.default for p in fn.node.params.params + fn.node.params.kwonly_params
+                    if p.name.value == param and p.default is not None), None)
+    values = set()
+    for caller in callers:
+        given = dict(parameters_given(caller.call, fn.params, fn.cls is not None))
+        value = given.get(param, default)
+        truth = literal_bool(value) if value is not None else None
+        if truth is None and value is not None and literal_number(value) is not None:
+            truth = bool(literal_number(value))
+        if truth is None:
+            return None
+        values.add(truth)
+    return values.pop() if len(values) == 1 else None
 
 
 def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
@@ -37,7 +79,7 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
     if not path:
         return None
     wraps = _wraps(ctx)
-    for value in ctx.model.values_assigned(path):
+    for value in _values_in_scope(ctx, path, save.function if save is not None else None):
         if not isinstance(value, cst.Call):
             continue
         last = (dotted(value.func) or "").rsplit(".", 1)[-1]
@@ -57,6 +99,24 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
                 continue  # wrapped on some paths only: not proven where this save runs
         return kind
     return None
+
+
+def _values_in_scope(ctx: Context, path: str, fn) -> List[cst.BaseExpression]:
+    """What ``path`` can hold where ``fn`` reads it: ``self.x`` as the class's methods set it, a
+    local as this function (or an enclosing one) assigns it, a free name as the module does. A
+    parameter holds what callers pass, which is not another function's local of the same name."""
+    if fn is None:
+        return [value for target, value in ctx.model.module_assigns if dotted(target) == path]
+    head = path.split(".", 1)[0]
+    if head == "self" and fn.cls is not None:
+        return [value for _, value in ctx.model.assignments_in_class(fn.cls, path)]
+    scope = fn
+    while scope is not None:
+        local = [value for target, value in scope.assigns if dotted(target) == path]
+        if local or head in scope.params:
+            return local
+        scope = scope.parent
+    return [value for target, value in ctx.model.module_assigns if dotted(target) == path]
 
 
 def _wraps(ctx: Context):
@@ -107,10 +167,13 @@ def _tests_rank(ctx: Context, expr: cst.BaseExpression, depth: int) -> bool:
 
 def _guarded(ctx: Context, site, depth: int = 0) -> bool:
     """Under a rank-0 check, here or at every local call site of the enclosing function (call
-    sites in except handlers do not count: exception paths are not training paths)."""
+    sites in except handlers do not count: exception paths are not training paths), or in a
+    function decorated to run on one rank."""
     if id(site.call) in ctx.sites.exceptional:
         return True
     if any(_rank_check(ctx, test, site.function) for test in site.tests):
+        return True
+    if site.function is not None and any(_one_rank_decorator(ctx, d.decorator) for d in site.function.node.decorators):
         return True
     if site.function is None or depth > 3:
         return False
@@ -121,6 +184,30 @@ def _guarded(ctx: Context, site, depth: int = 0) -> bool:
         sets_up = any(s.function is site.function for s in ctx.sites.named(*_DISTRIBUTED_CALLS))
         return not ctx.sites.trains(site.function) and not sets_up and not site.loops
     return all(_guarded(ctx, caller, depth + 1) for caller in callers)
+
+
+def _one_rank_decorator(ctx: Context, decorator: cst.BaseExpression) -> bool:
+    """``@rank_zero_only``, ``@accelerator.on_main_process`` (a library's, described as data in
+    trainlint/libraries/), or a decorator of this module whose wrapper calls the function it
+    wraps only under a rank check (``if dist.get_rank() == 0: return fn(*args)``)."""
+    target = decorator.func if isinstance(decorator, cst.Call) else decorator
+    described = library.current()
+    if isinstance(target, cst.Attribute):
+        role = ctx.model.roles.get(dotted(target.value) or "")
+        if described.runs_on_one_rank(None, target.attr.value, role.kind if role is not None else None, method=True):
+            return True
+    name = dotted(target) or ""
+    if described.runs_on_one_rank(ctx.qualify(target) or None, name.rsplit(".", 1)[-1]):
+        return True
+    own = ctx.model.functions.get(name)
+    if own is None or not own.params:
+        return False
+    wrapped = own.params[0]
+    for node in ctx.model.subtree(own.node):
+        if isinstance(node, cst.If) and _rank_check(ctx, node.test) and any(
+                isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == wrapped for n in walk(node.body)):
+            return True
+    return False
 
 
 _PER_CALL_NAME = re.compile(r"rank|uuid|getpid|pid\b|time\(|datetime|process_index|local_process", re.IGNORECASE)
