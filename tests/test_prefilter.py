@@ -56,7 +56,7 @@ def test_every_rules_bad_example_passes_its_own_pre_filter():
 def test_a_broken_trigger_pattern_is_a_catalog_error():
     entry = load_catalog()["TL201"]
     text = (
-        f'id = "TL201"\nname = "{entry.name}"\nseverity = "error"\ntrigger_patterns = ["(unclosed"]\n'
+        f'id = "TL201"\nname = "{entry.name}"\ntier = "error"\ntrigger_patterns = ["(unclosed"]\n'
         'summary = "s"\nrationale = "r"\nfix = "f"\nruntime = "r"\nbad = "b"\ngood = "g"\n'
     )
     with pytest.raises(CatalogError, match="trigger pattern"):

@@ -50,9 +50,15 @@ def _remainder_match(ctx: Context, loop: cst.For, boundary: cst.If, statements: 
     epochs = _epoch_loops(ctx, loop)
     fn = ctx.sites.function_of_loop.get(id(loop))
     order = ctx.sites.statement_order
+    # the loader's loop is the whole epoch of its function: the callers loop over epochs
+    per_epoch_function = fn is not None and not any(any(m is loop for m in walk(n.body)) for n in walk(fn.node)
+                                                    if isinstance(n, (cst.For, cst.While)) and n is not loop)
     zeroed = [site.call for site in ctx.sites.sites if site.name == "zero_grad" and not any(l is loop for l in site.loops) and (
-        any(l is e for e in epochs for l in site.loops)  # in the epoch loop, outside the loader's
-        or site.function is fn and order.get(id(site.statement), -1) < order.get(id(loop), -1))]  # before it, per call
+        # directly in the epoch loop (not in another of its inner loops, such as a pipeline branch's)
+        site.loops and any(site.loops[-1] is e for e in epochs)
+        # before the loader's loop in a function run once per epoch, in no loop of its own
+        or not site.loops and site.function is fn and per_epoch_function
+        and order.get(id(site.statement), -1) < order.get(id(loop), -1))]
     divided = any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Divide) and ctx.code(n.right) == ctx.code(k)
                   for stmt in statements for n in walk(stmt))
     fn_callers = ctx.sites.calls_of(fn) if fn is not None else None
