@@ -64,7 +64,9 @@ def _remainder_match(ctx: Context, loop: cst.For, boundary: cst.If, statements: 
     fn_callers = ctx.sites.calls_of(fn) if fn is not None else None
     # A function nothing here calls (``Trainer.train_epoch``) is called from elsewhere, maybe per epoch.
     runs_again = bool(epochs) or (fn is not None and not fn_callers)
-    if runs_again and not zeroed and divided:
+    # ``--gradient-accumulation-steps`` defaulting to 1: as shipped, nothing accumulates.
+    off_by_default = ctx.model.values.number(k) == 1
+    if runs_again and not zeroed and divided and not off_by_default:
         return Match("TL202", boundary, lambda line_of: (
             f"the accumulation boundary `if {test}:` never fires for the last micro-batches of an "
             f"epoch whose length is not a multiple of {ctx.code(k)}: their gradients, each divided by "
@@ -72,7 +74,10 @@ def _remainder_match(ctx: Context, loop: cst.For, boundary: cst.If, statements: 
             f"more than {ctx.code(k)} of them; also step when the batch is the last one "
             f"(`or step + 1 == len(loader)`)."
         ))
-    if not runs_again:
+    if off_by_default:
+        fate = (f"leak into the next epoch's first step when run with {ctx.code(k)} above its default of 1 "
+                f"(as configured by default nothing accumulates)")
+    elif not runs_again:
         fate = "are never stepped: this single pass ends with them unused"
     elif zeroed:
         fate = "are thrown away by the zero_grad() that starts the next epoch, so those samples never train"
