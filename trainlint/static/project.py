@@ -215,11 +215,16 @@ class Project:
     def may_freeze(self, model: ModuleModel, name: str) -> bool:
         """Could the project function ``name`` refers to set ``requires_grad``? From its module's
         text, without parsing it."""
+        return self.may_mention(model, name, "requires_grad")
+
+    def may_mention(self, model: ModuleModel, name: str, word: str) -> bool:
+        """Does the module defining the project function ``name`` refers to contain ``word``? A
+        cheap test from its text, before parsing it."""
         path = self._path_of(model, name)
         if path is None:
             return False
         try:
-            return "requires_grad" in path.read_text(encoding="utf-8", errors="replace")
+            return word in path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return False
 

@@ -790,7 +790,24 @@ def _best_model_export(ctx: Context, site) -> bool:
         return True
     if len(site.call.args) > 1 and _BEST.search(ctx.code(site.call.args[1].value)):
         return True
-    return bool(ctx.sites.named("save_state"))
+    return _saves_library_state(ctx)
+
+
+def _saves_library_state(ctx: Context) -> bool:
+    """The program saves its resumable state with Accelerate's ``save_state``: here, or in a project
+    function it calls (``train_util.save_state_on_epoch_end(args, accelerator)``)."""
+    if ctx.sites.named("save_state"):
+        return True
+    project = ctx.model.project
+    if project is None:
+        return False
+    for site in ctx.sites.sites:
+        name = dotted(site.call.func)
+        if name and project.may_mention(ctx.model, name, "save_state"):
+            callee = project.function(ctx.model, name)
+            if callee is not None and any(method == "save_state" for _, method, _ in callee.method_calls):
+                return True
+    return False
 
 
 def _resumed_from(ctx: Context, site) -> bool:
