@@ -316,10 +316,7 @@ def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
             continue  # DGL's / PyG's loaders shard by rank themselves (``use_ddp=True``)
         if kwarg(value, "sampler") or kwarg(value, "batch_sampler"):
             continue
-        names = {dotted(n) for a in value.args for n in walk(a.value) if isinstance(n, (cst.Name, cst.Attribute))}
-        if _RANK_CHECK.search(ctx.code(value)) or any(
-            _RANK_CHECK.search(ctx.code(v)) for name in names if name for v in ctx.model.values_assigned(name)
-        ):
+        if _split_by_rank(ctx, value, 0):
             continue  # the data is split by rank by hand (``train_idx.split(...)[rank]``)
         reported.add(id(value))
         path = ctx.model.roles.holders.get(obj, obj.name)
@@ -329,6 +326,18 @@ def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
             f"same data world_size times and the effective batch is duplicated; pass "
             f"sampler=DistributedSampler(dataset) (and call set_epoch each epoch)."
         ))
+
+
+def _split_by_rank(ctx: Context, expr: cst.BaseExpression, depth: int) -> bool:
+    """Is the expression computed from the rank, through up to three assignments (``train_idx =
+    idx.split(n)[rank]``, then ``dataset[train_idx]``, then the loader over it)?"""
+    if _RANK_CHECK.search(ctx.code(expr)):
+        return True
+    if depth >= 3:
+        return False
+    names = {dotted(n) for n in walk(expr) if isinstance(n, (cst.Name, cst.Attribute))}
+    return any(_split_by_rank(ctx, v, depth + 1) for name in names if name for v in ctx.model.values_assigned(name)
+               if v is not expr)
 
 
 def _training_loaders(ctx: Context) -> List["Obj"]:
