@@ -67,6 +67,9 @@ class LocalValues:
             return UNKNOWN
         if isinstance(expr, cst.Name):
             return self._name(expr.value, at, depth)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            inner = self.value(expr.expression, at, depth + 1)
+            return UNKNOWN if inner is UNKNOWN else not inner
         if isinstance(expr, cst.BooleanOperation):
             left = self.value(expr.left, at, depth + 1)
             if left is UNKNOWN:

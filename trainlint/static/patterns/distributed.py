@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 import libcst as cst
 
 from .. import library
-from ..calls import kwarg, literal_bool, literal_number, parameters_given
+from ..calls import kwarg, literal_number
+from ..local_values import LocalValues
+from ..values import UNKNOWN
 from ..names import dotted
 from ..roles import LOADER
 from ..walk import walk
@@ -35,42 +37,16 @@ def _is_distributed(ctx: Context) -> bool:
 
 
 def _never_taken(ctx: Context, site) -> bool:
-    """A condition of the site is false at every call of its function: it tests a parameter
-    (``if use_ddp:``, ``if not single_process:``) that each call site passes as the same literal,
-    or that none passes and defaults to one."""
-    fn = site.function
-    if fn is None or not site.tests:
+    """A condition of the site is false as the program is written: ``if distributed:`` in a
+    function every caller passes ``distributed=False`` (local_values.py)."""
+    if site.function is None or not site.tests:
         return False
-    for test in site.tests:
-        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-        name = test.expression if negated else test
-        if not isinstance(name, cst.Name) or name.value not in fn.params:
-            continue
-        value = _constant_argument(ctx, fn, name.value)
-        if value is not None and value is negated:
-            return True
-    return False
+    values = LocalValues(ctx, site.function)
+    return any(_falsy(values.value(test, site.statement)) for test in site.tests)
 
 
-def _constant_argument(ctx: Context, fn, param: str) -> Optional[bool]:
-    """The literal truth every call of ``fn`` in this module gives ``param``, or None (a value that
-    varies, is not literal, or a function nothing here calls: its callers are elsewhere)."""
-    callers = ctx.sites.calls_of(fn)
-    if not callers:
-        return None
-    default = next((p.default for p in fn.node.params.params + fn.node.params.kwonly_params
-                    if p.name.value == param and p.default is not None), None)
-    values = set()
-    for caller in callers:
-        given = dict(parameters_given(caller.call, fn.params, fn.cls is not None))
-        value = given.get(param, default)
-        truth = literal_bool(value) if value is not None else None
-        if truth is None and value is not None and literal_number(value) is not None:
-            truth = bool(literal_number(value))
-        if truth is None:
-            return None
-        values.add(truth)
-    return values.pop() if len(values) == 1 else None
+def _falsy(value) -> bool:
+    return value is not UNKNOWN and not value
 
 
 def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
