@@ -421,11 +421,28 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
             if isinstance(aug.operator, cst.AddAssign) and isinstance(aug.value, cst.Name) and aug.value.value in losses:
                 yield from _retained(ctx, aug, aug.value.value, training, fn)
         for site in ctx.sites.in_function(fn):
-            if site.name == "append" and len(site.call.args) == 1:
+            if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_list(ctx, site.call.func.value, fn):
                 value = _moved(site.call.args[0].value)
                 if isinstance(value, cst.Name) and value.value in losses:
                     yield from _retained(ctx, site.call, value.value, training, fn, site)
     yield from _evaluation_losses_kept(ctx)
+
+
+_LIST_BUILDERS = frozenset({"list", "collections.deque", "deque"})
+
+
+def _built_as_other_than_list(ctx: Context, receiver: cst.BaseExpression, fn: Optional[Function]) -> bool:
+    """The receiver of ``.append(loss)`` is built here as something other than a list: a metric or
+    meter of a library (``torchmetrics.MeanMetric()``, a logger's buffer), which keeps a detached
+    number, not the tensor. A list literal, ``list()``, or a receiver built elsewhere keeps it."""
+    path = dotted(receiver)
+    if not path:
+        return False
+    if path.startswith("self.") and fn is not None and fn.cls is not None:
+        values = [value for _, value in ctx.model.assignments_in_class(fn.cls, path)]
+    else:
+        values = [value for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns) if dotted(target) == path]
+    return any(isinstance(value, cst.Call) and (dotted(value.func) or "") not in _LIST_BUILDERS for value in values)
 
 
 def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:
