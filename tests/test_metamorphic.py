@@ -64,10 +64,6 @@ _CALLER_ROLE_LEAK = (
     "engine: a callee's local takes the role of the caller's variable with the same text (extract.role "
     'falls back to caller_roles by path): renamed files share obj1/obj2 for different objects'
 )
-_DECORATOR_IMPORTED = (
-    'engine: a project decorator factory (no_grad_eval) imported from another module is not read: the '
-    'decorated eval function looks grad-enabled (TL502 false alarm)'
-)
 _DICT_ENTRY_ARG = (
     'engine: a loader passed as a dict entry (`f(loaders["train"])`) or iterated as one is not linked to '
     'its DataLoader/DistributedSampler (TL301/TL302 lost)'
@@ -93,10 +89,6 @@ _EXTRACT_SCALER_LOOP = (
 _NAME_LR = (
     'engine: the base learning rate is recognised by its name `base_lr` (patterns/optimizers._LR_NAME); '
     'renamed, TL603 is lost'
-)
-_NAME_RANK_VARS = (
-    'engine: per-rank index sharding is recognised by the names rank/world_size; renamed (obj1/obj2), the'
-    ' sharded loader is TL302'
 )
 _REEXPORT = (
     'engine: Project.function follows `from m import f` only to a def in m itself; f re-exported (package'
@@ -134,11 +126,10 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # CALLERS_ELSEWHERE (2)
     ("TL202/bad_single_pass_tail_unstepped.py", "reexport_through_package"): _CALLERS_ELSEWHERE,
     ("TL202/bad_single_pass_tail_unstepped.py", "split_helpers_module"): _CALLERS_ELSEWHERE,
-    # CONSTANT_ARGUMENT (4)
+    # CONSTANT_ARGUMENT (3)
     ("TL303/good_distributed_branch_never_taken.py", "inline_helper"): _CONSTANT_ARGUMENT,
     ("TL303/good_distributed_branch_never_taken.py", "reexport_through_package"): _CONSTANT_ARGUMENT,
     ("TL303/good_distributed_branch_never_taken.py", "split_helpers_module"): _CONSTANT_ARGUMENT,
-    ("TL303/good_distributed_branch_never_taken.py", "wrap_in_class"): _CONSTANT_ARGUMENT,
     # DECORATOR_ELSEWHERE (2)
     ("TL303/good_save_under_own_main_process_decorator.py", "reexport_through_package"): _DECORATOR_ELSEWHERE,
     ("TL303/good_save_under_own_main_process_decorator.py", "split_helpers_module"): _DECORATOR_ELSEWHERE,
@@ -156,9 +147,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # CALLER_ROLE_LEAK (2)
     ("projects/engine_split_bad", "rename"): _CALLER_ROLE_LEAK,
     ("projects/scaler_wrapper_class_bad", "rename"): _CALLER_ROLE_LEAK,
-    # DECORATOR_IMPORTED (2)
-    ("TL502/good_project_decorator_factory.py", "reexport_through_package"): _DECORATOR_IMPORTED,
-    ("TL502/good_project_decorator_factory.py", "split_helpers_module"): _DECORATOR_IMPORTED,
     # DICT_ENTRY_ARG (2)
     ("projects/engine_split_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     ("projects/relative_package_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
@@ -179,8 +167,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL105/good_zero_grad_each_optimizer_in_loop.py", "extract_loop_body"): _EXTRACT_SCALER_LOOP,
     # NAME_LR (1)
     ("TL603/bad_constant_lr_factor.py", "rename"): _NAME_LR,
-    # NAME_RANK_VARS (1)
-    ("TL302/good_index_split_by_rank.py", "rename"): _NAME_RANK_VARS,
     # TQDM_VALUE (1)
     ("TL801/bad_softmax_in_loss_module.py", "wrap_in_tqdm"): _TQDM_VALUE,
 }

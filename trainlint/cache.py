@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
-from .catalog import SEVERITIES, load_catalog
+from .catalog import SEVERITIES, TIERS, load_catalog
 from .findings import FileError, FileNote, Finding
 
 FORMAT = 2
@@ -84,17 +84,18 @@ _STR_FIELDS = ("rule", "name", "severity", "message")
 
 def _finding(item: Any, path: str) -> Finding:
     """A stored finding read back, or ValueError for anything a fresh run could not have stored."""
-    if not isinstance(item, dict) or not set(item) <= {"path", "cell", "trace", *_INT_FIELDS, *_STR_FIELDS}:
+    if not isinstance(item, dict) or not set(item) <= {"path", "cell", "trace", "tier", *_INT_FIELDS, *_STR_FIELDS}:
         raise ValueError("not a finding")
     if not all(type(item.get(k)) is int for k in _INT_FIELDS) or not all(type(item.get(k)) is str for k in _STR_FIELDS):
         raise ValueError("not a finding")
-    if type(item.get("path", "")) is not str or type(item.get("cell", 0)) not in (int, type(None)):
+    if type(item.get("path", "")) is not str or type(item.get("tier", "")) is not str \
+            or type(item.get("cell", 0)) not in (int, type(None)):
         raise ValueError("not a finding")
     trace = item.get("trace", [])
     if not isinstance(trace, list) or not all(type(step) is str for step in trace):
         raise ValueError("not a finding")
-    if item["rule"] not in load_catalog() or item["severity"] not in SEVERITIES:
-        raise ValueError("not a finding")  # the reporters look both up
+    if item["rule"] not in load_catalog() or item["severity"] not in SEVERITIES or item.get("tier", "error") not in TIERS:
+        raise ValueError("not a finding")  # the reporters look these up
     return Finding(**{"path": path, **item})
 
 

@@ -67,6 +67,8 @@ class LocalValues:
             return UNKNOWN
         if isinstance(expr, cst.Name):
             return self._name(expr.value, at, depth)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            return self._attribute(expr, depth)
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
             inner = self.value(expr.expression, at, depth + 1)
             return UNKNOWN if inner is UNKNOWN else not inner
@@ -129,6 +131,19 @@ class LocalValues:
             return self._argument(name, depth)
         return self._ctx.model.values.value(cst.Name(name))
 
+    def _attribute(self, expr: cst.Attribute, depth: int) -> Any:
+        """``self.config`` in a method: what the class's one assignment to it stores (``self.config
+        = config`` in ``__init__``, read there), if the class assigns it exactly once."""
+        if self._fn.cls is None:
+            return UNKNOWN
+        stores = self._ctx.model.assignments_in_class(self._fn.cls, f"self.{expr.attr.value}")
+        if len(stores) != 1:
+            return UNKNOWN
+        method, value = stores[0]
+        statement = next((node for node in self._ctx.model.subtree(method.node)
+                          if isinstance(node, cst.Assign) and node.value is value), None)
+        return LocalValues(self._ctx, method).value(value, statement, depth + 1) if statement is not None else UNKNOWN
+
     def _taken(self, guards, at: cst.CSTNode, depth: int) -> Optional[bool]:
         """Whether every guard of an assignment holds (True), one fails (False), or unknown (None)."""
         result: Optional[bool] = True
@@ -146,6 +161,8 @@ class LocalValues:
     def _argument(self, param: str, depth: int) -> Any:
         """The value every call of the function in this module passes (or leaves at the default)."""
         callers = self._ctx.sites.calls_of(self._fn)
+        if self._fn.name == "__init__" and self._fn.cls is not None:
+            callers = [site for site in self._ctx.sites.named(self._fn.cls) if isinstance(site.call.func, cst.Name)]
         if not callers:
             return UNKNOWN
         default = next((p.default for p in self._fn.node.params.params + self._fn.node.params.kwonly_params

@@ -307,13 +307,29 @@ def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
 def _split_by_rank(ctx: Context, expr: cst.BaseExpression, depth: int) -> bool:
     """Is the expression computed from the rank, through up to three assignments (``train_idx =
     idx.split(n)[rank]``, then ``dataset[train_idx]``, then the loader over it)?"""
-    if _RANK_CHECK.search(ctx.code(expr)):
+    names = {dotted(n) for n in walk(expr) if isinstance(n, (cst.Name, cst.Attribute))}
+    if _RANK_CHECK.search(ctx.code(expr)) or names & _rank_holders(ctx):
         return True
     if depth >= 3:
         return False
-    names = {dotted(n) for n in walk(expr) if isinstance(n, (cst.Name, cst.Attribute))}
     return any(_split_by_rank(ctx, v, depth + 1) for name in names if name for v in ctx.model.values_assigned(name)
                if v is not expr)
+
+
+def _rank_holders(ctx: Context) -> Set[str]:
+    """Names that hold this process's rank by what the code does with them, whatever they are
+    called: given as ``rank=`` to ``init_process_group``, or assigned ``dist.get_rank()``."""
+    holders: Set[str] = set()
+    for site in ctx.sites.named("init_process_group"):
+        given = kwarg(site.call, "rank")
+        if given is not None and dotted(given.value):
+            holders.add(dotted(given.value))
+    for site in ctx.sites.named("get_rank"):
+        if ctx.qualify(site.call.func).startswith("torch.distributed"):
+            for target, value in (site.function.assigns if site.function is not None else ctx.model.module_assigns):
+                if value is site.call and dotted(target):
+                    holders.add(dotted(target))
+    return holders
 
 
 def _training_loaders(ctx: Context) -> List["Obj"]:

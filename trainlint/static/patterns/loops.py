@@ -438,6 +438,9 @@ def _built_as_other_than_list(ctx: Context, receiver: cst.BaseExpression, fn: Op
     path = dotted(receiver)
     if not path:
         return False
+    objects = ctx.model.objects.eval(receiver, fn)  # also what a caller hands a helper's parameter
+    if objects and all(o.cls is not None or o.role is not None for o in objects):
+        return True
     if path.startswith("self.") and fn is not None and fn.cls is not None:
         values = [value for _, value in ctx.model.assignments_in_class(fn.cls, path)]
     else:
