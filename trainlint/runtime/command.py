@@ -132,7 +132,7 @@ def run(mode: str, report: Optional[str], select, ignore, check_every_step: bool
         print_script_traceback(script, exc)
         status = 1
     if mode != "warn":  # a warn-mode guard has said it already
-        sys.stderr.write(guard.unchecked)
+        sys.stderr.write(guard.error_summary())
     if distributed and rank == 0:
         by_rank, missing = collect_ranks(path, world, since=started - 30, timeout=MERGE_TIMEOUT_S)
         sys.stderr.write(merged_summary(by_rank, missing))
