@@ -31,6 +31,7 @@ import functools
 import sys
 from typing import Dict, List, Optional, Set, Tuple, Union
 
+from ..config import Config
 from ..findings import FileError, Finding
 from .hub import HUB
 from .report import report_path, write_report
@@ -44,12 +45,15 @@ WorkerKey = Tuple[str, str, int, int]  # (rule, path, line, worker)
 
 class Guard:
     def __init__(self, mode: str = "warn", select: Selectors = None, ignore: Selectors = None,
-                 report: Optional[str] = None, check_every_step: bool = False, worker: Optional[int] = None) -> None:
+                 report: Optional[str] = None, check_every_step: bool = False, worker: Optional[int] = None,
+                 config: Optional[Config] = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
         self.check_every_step = check_every_step
-        self.rules = select_rules(select, ignore)
+        # As `trainlint check` selects them: the catalog's default set (no opt-in rule), then the
+        # project's [tool.trainlint] (``config``, read by `trainlint run`), then select/ignore.
+        self.rules = select_rules(select, ignore, config)
         self.report = report
         self.findings: List[Finding] = []  # one per rule and source line, in the order first seen
         self.counts: Dict[Union[Key, WorkerKey], int] = {}  # occurrences of each
