@@ -39,6 +39,8 @@ JSON_SCHEMA = {
                     "message": {"type": "string", "minLength": 1},
                     "cell": {"type": "integer", "minimum": 1},
                     "trace": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    # The runtime guard: the worker process that found it (tests/runtime/test_worker_processes.py).
+                    "worker": {"type": "integer", "minimum": 0},
                 },
             },
         },
@@ -48,7 +50,11 @@ JSON_SCHEMA = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["path", "message"],
-                "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
+                "properties": {
+                    "path": {"type": "string"},
+                    "message": {"type": "string"},
+                    "worker": {"type": "integer", "minimum": 0},
+                },
             },
         },
         # Optional: parts of files the analysis budget left out (README, "Limits").

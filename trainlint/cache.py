@@ -84,12 +84,12 @@ _STR_FIELDS = ("rule", "name", "severity", "message")
 
 def _finding(item: Any, path: str) -> Finding:
     """A stored finding read back, or ValueError for anything a fresh run could not have stored."""
-    if not isinstance(item, dict) or not set(item) <= {"path", "cell", "trace", "tier", *_INT_FIELDS, *_STR_FIELDS}:
+    if not isinstance(item, dict) or not set(item) <= {"path", "cell", "trace", "tier", "worker", *_INT_FIELDS, *_STR_FIELDS}:
         raise ValueError("not a finding")
     if not all(type(item.get(k)) is int for k in _INT_FIELDS) or not all(type(item.get(k)) is str for k in _STR_FIELDS):
         raise ValueError("not a finding")
     if type(item.get("path", "")) is not str or type(item.get("tier", "")) is not str \
-            or type(item.get("cell", 0)) not in (int, type(None)):
+            or any(type(item.get(k, 0)) not in (int, type(None)) for k in ("cell", "worker")):
         raise ValueError("not a finding")
     trace = item.get("trace", [])
     if not isinstance(trace, list) or not all(type(step) is str for step in trace):

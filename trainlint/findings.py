@@ -26,6 +26,10 @@ class Finding:
     # The witness path (calls, assumed conditions, the statements involved), shown with --trace;
     # not part of a finding's identity.
     trace: Tuple[str, ...] = field(default=(), compare=False)
+    # The runtime guard: which of a guarded program's worker processes found it (the rank
+    # torch.multiprocessing.spawn gave it, or the order the program started it); None in the
+    # process the guard started in.
+    worker: Optional[int] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace", tuple(self.trace))  # a list when read back from the cache
@@ -41,6 +45,8 @@ class Finding:
             result["cell"] = self.cell
         if self.trace:
             result["trace"] = list(self.trace)
+        if self.worker is not None:
+            result["worker"] = self.worker
         return result
 
     @property
@@ -54,9 +60,13 @@ class Finding:
 class FileError:
     path: str
     message: str
+    worker: Optional[int] = None  # the runtime guard: a worker process that died or went unchecked
 
     def to_json(self) -> Dict[str, Any]:
-        return {"path": self.path, "message": self.message}
+        data: Dict[str, Any] = {"path": self.path, "message": self.message}
+        if self.worker is not None:
+            data["worker"] = self.worker
+        return data
 
 
 @dataclass(frozen=True, order=True)

@@ -19,10 +19,12 @@ import time
 import traceback
 import types
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import click
 
+from ..config import ConfigError, find_config, load_config
 from .guard import MODES, Guard
 from .report import collect_ranks, merged_summary, rank_and_world, report_path
 
@@ -106,14 +108,23 @@ def _job_report_path() -> str:
               help="warn: print each finding once; raise: stop at the first; collect: only record.")
 @click.option("--report", "report", type=click.Path(dir_okay=False), default=None,
               help="Write the findings as JSON (PATH.rankN per rank when WORLD_SIZE > 1).")
-@click.option("--select", multiple=True, metavar="RULES", help="Rules to check: ids, names or prefixes, comma-separated.")
+@click.option("--select", multiple=True, metavar="RULES",
+              help="Rules to check: ids, names or prefixes, comma-separated (opt-in rules only when selected).")
 @click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to check.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="Use this pyproject.toml/trainlint.toml (default: found upward from SCRIPT, as `trainlint check` does).")
 @click.option("--check-every-step", is_flag=True,
               help="Check every step; by default a steady loop is sampled after its first 100 steps.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(mode: str, report: Optional[str], select, ignore, check_every_step: bool, script: str, args) -> None:
-    """Run SCRIPT [ARGS]... as `python SCRIPT ARGS` would, under the runtime guard."""
+def run(mode: str, report: Optional[str], select, ignore, config_file: Optional[str], check_every_step: bool,
+        script: str, args) -> None:
+    """Run SCRIPT [ARGS]... as `python SCRIPT ARGS` would, under the runtime guard, checking the rules
+    `trainlint check SCRIPT` would."""
+    try:
+        config = load_config(Path(config_file)) if config_file else find_config(Path(script))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
     rank, world = rank_and_world()
     distributed = world > 1
     path = report or (_job_report_path() if distributed else None)
@@ -123,7 +134,7 @@ def run(mode: str, report: Optional[str], select, ignore, check_every_step: bool
     started = time.time()
     try:
         guard = Guard(mode=mode, select=select or None, ignore=ignore or None, report=path,
-                      check_every_step=check_every_step)
+                      check_every_step=check_every_step, config=config)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--select/--ignore") from None
     try:
@@ -132,7 +143,7 @@ def run(mode: str, report: Optional[str], select, ignore, check_every_step: bool
         print_script_traceback(script, exc)
         status = 1
     if mode != "warn":  # a warn-mode guard has said it already
-        sys.stderr.write(guard.unchecked)
+        sys.stderr.write(guard.error_summary())
     if distributed and rank == 0:
         by_rank, missing = collect_ranks(path, world, since=started - 30, timeout=MERGE_TIMEOUT_S)
         sys.stderr.write(merged_summary(by_rank, missing))

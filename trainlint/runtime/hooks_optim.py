@@ -77,7 +77,6 @@ def call_warning_at_user_line(original, self, args, kwargs, skipped_step: bool =
 def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
     """One optimizer step: also the one GradScaler skipped for inf/NaN gradients, which is still a
     step of the schedule (so scheduler.step() after it is not TL102; pytorch#44511)."""
-    hub.stepped = True
     if stream.pending_pass is not None:
         # The DistributedSampler pass under way trains: it is an epoch (hooks_data).
         pass_site, sampler, shuffle = stream.pending_pass

@@ -29,6 +29,7 @@ from .sampling import CYCLE_KEPT, StepSampler
 from .signals import SHIELD
 from .sites import Site, display_path, user_site
 from .stream import Stream
+from .workers import Workers
 
 _MEMO_SIZE = 4096  # bounded memory: tables are dropped and rebuilt when they grow past this
 _ID = re.compile(r"id:\d+")
@@ -78,8 +79,7 @@ class Hub:
         self.confirm: Dict[str, Callable[[Stream], bool]] = {}
         self.grad_samples = None  # TL105's gradient samples (hooks_optim.GradSamples) while installed
         self.sharded = False  # an FSDP model ran a forward in this session (TL305 is about FSDP only)
-        self.stepped = False  # an optimizer stepped in this process during the session
-        self.workers: List[Site] = []  # where processes were started that the guard does not follow
+        self.workers = Workers()  # the worker processes the program started during the session
         # Optimizers whose step GradScaler skipped (inf/NaN gradients): PyTorch then warns, falsely,
         # that the scheduler stepped first (pytorch#44511).
         self.skipped_by_scaler = weakref.WeakSet()
@@ -89,7 +89,7 @@ class Hub:
     def attach(self, guard) -> None:
         with self.lock:
             if not self.guards:
-                self._install()
+                self._install(guard)
             try:
                 self.sampler.resume()  # a nested guard sees every step from its start
                 self.guards.append(guard)
@@ -137,14 +137,17 @@ class Hub:
             for point, observers in self._observers.items()
         }
 
-    def _install(self) -> None:
+    def _install(self, guard) -> None:
         from .patches import Patcher
 
         if self._patcher is not None:  # what an interrupted uninstall left in (see _uninstall)
             self._patcher.restore()
             self._patcher = None
         world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-        self.rank_prefix = f"[rank {os.environ.get('RANK', '0')}] " if world > 1 else ""
+        if guard.worker is not None:  # a worker process of a guarded parent (see .workers)
+            self.rank_prefix = f"[worker {guard.worker}] "
+        else:
+            self.rank_prefix = f"[rank {os.environ.get('RANK', '0')}] " if world > 1 else ""
         self.rules = known_rules()
         patcher = Patcher()
         available = checkable()
@@ -160,8 +163,8 @@ class Hub:
             self.first_state = self._initial
             self.streams = ThreadStreams(self)
             self.sampler.reset()
-            self.coasting = self.novel = self.sharded = self.stepped = False
-            self.workers = []
+            self.coasting = self.novel = self.sharded = False
+            self.workers = Workers()
             self.skipped_by_scaler = weakref.WeakSet()
             self.active = True
             SHIELD.session = True  # keep the SIGINT handler in between holds
@@ -189,8 +192,10 @@ class Hub:
             self._clear()
 
     def _clear(self) -> None:
-        """Drop the session's tables (what hooks registered, interned events, memos)."""
+        """Drop the session's tables (what hooks registered, interned events, memos) and the
+        reports of its worker processes (the guards that wanted them have read them)."""
         self.sampler.reset()
+        self.workers.close()
         self.grad_samples = None
         for cache in self._caches.values():
             cache.clear()

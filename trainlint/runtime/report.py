@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..findings import Finding
+from ..findings import FileError, Finding
 
 
 def rank_and_world() -> Tuple[int, int]:
@@ -25,15 +25,22 @@ def report_path(path: str, rank: Optional[int] = None) -> str:
     return f"{path}.rank{own_rank if rank is None else rank}" if world > 1 else path
 
 
-def write_report(path: str, findings: Sequence[Finding]) -> None:
-    """Atomically (a reader never sees half a file), through the CLI's own JSON reporter."""
+def write_report(path: str, findings: Sequence[Finding], errors: Sequence[FileError] = ()) -> None:
+    """Through the CLI's own JSON reporter; ``errors``: worker processes that died or went unchecked."""
     from ..engine import Report  # the static engine's modules: only loaded when a report is written
     from ..reporters.json import render
 
+    # A worker's findings sort after the process's own on the same line, then by worker.
+    ordered = sorted(findings, key=lambda f: (f.path, f.line, f.column, f.rule, -1 if f.worker is None else f.worker, f.message))
+    write_atomically(path, render(Report(findings=ordered, errors=sorted(errors, key=lambda e: (e.path, e.worker or 0, e.message)))))
+
+
+def write_atomically(path: str, text: str) -> None:
+    """A reader (rank 0, a guarded parent) never sees half a file."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(render(Report(findings=sorted(findings))), encoding="utf-8")
+    temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, target)
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib
 from typing import Dict, FrozenSet, Iterable, NamedTuple, Optional, Union
 
-from ..catalog import load_catalog, matches
-from ..config import split_selectors
+from ..catalog import load_catalog, unknown_selectors
+from ..config import Config, resolve_rules, split_selectors
 
 
 class RuleInfo(NamedTuple):
@@ -60,17 +60,12 @@ def _split(selectors: Selectors) -> Optional[list]:
     return split_selectors(selectors)
 
 
-def select_rules(select: Selectors = None, ignore: Selectors = None) -> FrozenSet[str]:
-    """As on the command line: default every non-opt-in rule, ``select`` replaces the default,
-    ``ignore`` removes; then only the rules the guard can check. Unknown selectors raise ValueError."""
-    rules = known_rules()
+def select_rules(select: Selectors = None, ignore: Selectors = None, config: Optional[Config] = None) -> FrozenSet[str]:
+    """The rules ``trainlint check`` would run with this ``--select``/``--ignore`` under ``config``
+    (the catalog's default set of every rule that is not opt-in, when there is none), that the
+    guard can check. Unknown selectors raise ValueError."""
     chosen_selectors, ignored = _split(select), _split(ignore) or []
-    unknown = [s for s in (chosen_selectors or []) + ignored if not any(matches(r, s) for r in rules.values())]
+    unknown = unknown_selectors((chosen_selectors or []) + ignored)
     if unknown:
         raise ValueError(f"unknown rule(s): {', '.join(unknown)} (see `trainlint rules`)")
-    if chosen_selectors is None:
-        chosen = {r.id for r in rules.values() if not r.opt_in}
-    else:
-        chosen = {r.id for r in rules.values() if any(matches(r, s) for s in chosen_selectors)}
-    chosen = {r for r in chosen if not any(matches(rules[r], s) for s in ignored)}
-    return frozenset(chosen & checkable())
+    return resolve_rules(config or Config(), chosen_selectors, ignored) & checkable()
