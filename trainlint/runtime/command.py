@@ -110,6 +110,8 @@ def _job_report_path() -> str:
               help="Write the findings as JSON (PATH.rankN per rank when WORLD_SIZE > 1).")
 @click.option("--select", multiple=True, metavar="RULES",
               help="Rules to check: ids, names or prefixes, comma-separated (opt-in rules only when selected).")
+@click.option("--extend-select", multiple=True, metavar="RULES",
+              help="Rules to check on top of the default set; `--extend-select ADVICE` adds the advice tier.")
 @click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to check.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="Use this pyproject.toml/trainlint.toml (default: found upward from SCRIPT, as `trainlint check` does).")
@@ -117,7 +119,7 @@ def _job_report_path() -> str:
               help="Check every step; by default a steady loop is sampled after its first 100 steps.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(mode: str, report: Optional[str], select, ignore, config_file: Optional[str], check_every_step: bool,
+def run(mode: str, report: Optional[str], select, extend_select, ignore, config_file: Optional[str], check_every_step: bool,
         script: str, args) -> None:
     """Run SCRIPT [ARGS]... as `python SCRIPT ARGS` would, under the runtime guard, checking the rules
     `trainlint check SCRIPT` would."""
@@ -134,9 +136,9 @@ def run(mode: str, report: Optional[str], select, ignore, config_file: Optional[
     started = time.time()
     try:
         guard = Guard(mode=mode, select=select or None, ignore=ignore or None, report=path,
-                      check_every_step=check_every_step, config=config)
+                      check_every_step=check_every_step, config=config, extend_select=extend_select or None)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--select/--ignore") from None
+        raise click.BadParameter(str(exc), param_hint="--select/--extend-select/--ignore") from None
     try:
         status = run_script(script, args, guard, keep_main=True)
     except Exception as exc:  # the script failed (raise mode included): report it as Python would

@@ -46,14 +46,14 @@ WorkerKey = Tuple[str, str, int, int]  # (rule, path, line, worker)
 class Guard:
     def __init__(self, mode: str = "warn", select: Selectors = None, ignore: Selectors = None,
                  report: Optional[str] = None, check_every_step: bool = False, worker: Optional[int] = None,
-                 config: Optional[Config] = None) -> None:
+                 config: Optional[Config] = None, extend_select: Selectors = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
         self.check_every_step = check_every_step
         # As `trainlint check` selects them: the catalog's default set (no opt-in rule), then the
         # project's [tool.trainlint] (``config``, read by `trainlint run`), then select/ignore.
-        self.rules = select_rules(select, ignore, config)
+        self.rules = select_rules(select, ignore, config, extend_select)
         self.report = report
         self.findings: List[Finding] = []  # one per rule and source line, in the order first seen
         self.counts: Dict[Union[Key, WorkerKey], int] = {}  # occurrences of each
@@ -190,9 +190,11 @@ class Guard:
 
 
 def guard(mode: str = "warn", select: Selectors = None, ignore: Selectors = None,
-          report: Optional[str] = None, check_every_step: bool = False) -> Guard:
-    """A guard over the code it wraps; see the module documentation."""
-    return Guard(mode=mode, select=select, ignore=ignore, report=report, check_every_step=check_every_step)
+          report: Optional[str] = None, check_every_step: bool = False, extend_select: Selectors = None) -> Guard:
+    """A guard over the code it wraps; see the module documentation. ``extend_select="ADVICE"``
+    adds the advice tier to the default rules, as ``trainlint check --extend-select ADVICE`` does."""
+    return Guard(mode=mode, select=select, ignore=ignore, report=report, check_every_step=check_every_step,
+                 extend_select=extend_select)
 
 
 def _released(guard: Guard) -> Guard:

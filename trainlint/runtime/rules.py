@@ -8,7 +8,7 @@ import importlib
 from typing import Dict, FrozenSet, Iterable, NamedTuple, Optional, Union
 
 from ..catalog import load_catalog, unknown_selectors
-from ..config import Config, resolve_rules, split_selectors
+from ..config import Config, resolve_selection, split_selectors
 
 
 class RuleInfo(NamedTuple):
@@ -60,12 +60,13 @@ def _split(selectors: Selectors) -> Optional[list]:
     return split_selectors(selectors)
 
 
-def select_rules(select: Selectors = None, ignore: Selectors = None, config: Optional[Config] = None) -> FrozenSet[str]:
-    """The rules ``trainlint check`` would run with this ``--select``/``--ignore`` under ``config``
-    (the catalog's default set of every rule that is not opt-in, when there is none), that the
-    guard can check. Unknown selectors raise ValueError."""
-    chosen_selectors, ignored = _split(select), _split(ignore) or []
-    unknown = unknown_selectors((chosen_selectors or []) + ignored)
+def select_rules(select: Selectors = None, ignore: Selectors = None, config: Optional[Config] = None,
+                 extend_select: Selectors = None) -> FrozenSet[str]:
+    """The rules ``trainlint check`` would run with this ``--select``/``--extend-select``/``--ignore``
+    under ``config`` (the catalog's default set of errors and warnings, when there is none), that
+    the guard can check. Unknown selectors raise ValueError."""
+    chosen_selectors, ignored, extended = _split(select), _split(ignore) or [], _split(extend_select) or []
+    unknown = unknown_selectors((chosen_selectors or []) + ignored + extended)
     if unknown:
         raise ValueError(f"unknown rule(s): {', '.join(unknown)} (see `trainlint rules`)")
-    return resolve_rules(config or Config(), chosen_selectors, ignored) & checkable()
+    return resolve_selection(config or Config(), chosen_selectors, ignored, extended).rules & checkable()
