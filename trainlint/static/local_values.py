@@ -35,9 +35,12 @@ _CONVERSIONS: Dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bo
 
 
 class LocalValues:
-    def __init__(self, ctx, fn: Function) -> None:
+    def __init__(self, ctx, fn: Function, command_line: bool = True) -> None:
+        """``command_line=False``: a command-line default is not taken for the value (a launcher
+        passes ``--local_rank`` to every process, whatever its default is)."""
         self._ctx = ctx
         self._fn = fn
+        self._command_line = command_line
         # (position in the function, target name, the assignment, the if-tests guarding it (test, taken branch))
         self._assignments: List[Tuple[int, str, cst.Assign, Tuple[Tuple[cst.BaseExpression, bool], ...]]] = []
         self._position: Dict[int, int] = {}
@@ -104,6 +107,11 @@ class LocalValues:
                 return UNKNOWN
         if isinstance(expr, cst.Dict):
             return _dict(expr, lambda v: self.value(v, at, depth + 1))
+        return self._module_value(expr)
+
+    def _module_value(self, expr: cst.BaseExpression) -> Any:
+        if not self._command_line and isinstance(expr, cst.Attribute):
+            return UNKNOWN  # ``args.x``: a default, or a dataclass field, the caller may set
         return self._ctx.model.values.value(expr)
 
     def _name(self, name: str, at: cst.CSTNode, depth: int) -> Any:
@@ -129,7 +137,7 @@ class LocalValues:
             return current
         if name in self._fn.params:
             return self._argument(name, depth)
-        return self._ctx.model.values.value(cst.Name(name))
+        return self._module_value(cst.Name(name))
 
     def _attribute(self, expr: cst.Attribute, depth: int) -> Any:
         """``self.config`` in a method: what the class's one assignment to it stores (``self.config
@@ -142,7 +150,8 @@ class LocalValues:
         method, value = stores[0]
         statement = next((node for node in self._ctx.model.subtree(method.node)
                           if isinstance(node, cst.Assign) and node.value is value), None)
-        return LocalValues(self._ctx, method).value(value, statement, depth + 1) if statement is not None else UNKNOWN
+        return LocalValues(self._ctx, method, self._command_line).value(value, statement, depth + 1) \
+            if statement is not None else UNKNOWN
 
     def _taken(self, guards, at: cst.CSTNode, depth: int) -> Optional[bool]:
         """Whether every guard of an assignment holds (True), one fails (False), or unknown (None)."""
@@ -173,8 +182,9 @@ class LocalValues:
             if given is None:
                 return UNKNOWN
             scope = caller.function
-            found = LocalValues(self._ctx, scope).value(given, caller.statement, depth + 1) if scope is not None else (
-                _dict(given, self._ctx.model.values.value) if isinstance(given, cst.Dict) else self._ctx.model.values.value(given))
+            found = LocalValues(self._ctx, scope, self._command_line).value(given, caller.statement, depth + 1) \
+                if scope is not None else _dict(given, self._module_value) if isinstance(given, cst.Dict) \
+                else self._module_value(given)
             if found is UNKNOWN:
                 return UNKNOWN
             values.append(found)

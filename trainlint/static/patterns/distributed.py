@@ -38,10 +38,11 @@ def _is_distributed(ctx: Context) -> bool:
 
 def _never_taken(ctx: Context, site) -> bool:
     """A condition of the site is false as the program is written: ``if distributed:`` in a
-    function every caller passes ``distributed=False`` (local_values.py)."""
+    function every caller passes ``distributed=False`` (local_values.py). Not a command-line
+    default: ``--local_rank`` defaults to -1 and every process a launcher starts gets its own."""
     if site.function is None or not site.tests:
         return False
-    values = LocalValues(ctx, site.function)
+    values = LocalValues(ctx, site.function, command_line=False)
     return any(_falsy(values.value(test, site.statement)) for test in site.tests)
 
 

@@ -445,7 +445,9 @@ def _built_as_other_than_list(ctx: Context, receiver: cst.BaseExpression, fn: Op
         values = [value for _, value in ctx.model.assignments_in_class(fn.cls, path)]
     else:
         values = [value for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns) if dotted(target) == path]
-    return any(isinstance(value, cst.Call) and (dotted(value.func) or "") not in _LIST_BUILDERS for value in values)
+    builds_list = any(isinstance(value, (cst.List, cst.ListComp)) or isinstance(value, cst.Call) and
+                      (dotted(value.func) or "") in _LIST_BUILDERS for value in values)
+    return not builds_list and any(isinstance(value, cst.Call) for value in values)
 
 
 def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:
