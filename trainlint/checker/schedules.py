@@ -109,10 +109,11 @@ class SchedulerOrder(Invariant):
 
 # --------------------------------------------------------------------------- TL601
 class _CadenceEntry(NamedTuple):
-    """One scheduler's count of optimizer steps since its own last step."""
+    """One scheduler's count of its optimizer's steps since its own last step."""
 
     scheduler: Optional[str]
     steps: int  # optimizer steps since this scheduler's last step, capped at 2; UNKNOWN_COUNT: unknown
+    optimizer: Optional[str] = None  # the optimizer it schedules (None: unknown, every step counts)
 
 
 UNKNOWN_COUNT = -1  # a call we cannot read may have stepped the optimizer
@@ -127,6 +128,8 @@ class _CadenceState(NamedTuple):
 
     entries: Tuple[_CadenceEntry, ...] = ()
     steps_since_start: int = 0
+    # each optimizer's steps since the start (capped like ``steps``), for a scheduler's first step
+    stepped: Tuple[Tuple[Optional[str], int], ...] = ()
 
 
 class SchedulerCadence(Invariant):
@@ -143,23 +146,35 @@ class SchedulerCadence(Invariant):
 
     def feed(self, state: _CadenceState, ev: Event):
         if ev.kind is EventKind.OPTIMIZER_STEP:
-            entries = tuple(e._replace(steps=_counted(e.steps)) for e in state.entries)
-            return _CadenceState(entries, _counted(state.steps_since_start)), []
+            # Only its own optimizer's steps count: a GAN's discriminator stepping between two
+            # generator steps does not make the generator's schedule per-epoch.
+            entries = tuple(e._replace(steps=_counted(e.steps)) if same_object(e.optimizer, ev.target) else e
+                            for e in state.entries)
+            before = dict(state.stepped).get(ev.target, 0)
+            stepped = tuple(p for p in state.stepped if p[0] != ev.target) + ((ev.target, _counted(before)),)
+            return _CadenceState(entries, _counted(state.steps_since_start), stepped), []
         if ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families:
             entries = tuple(e._replace(steps=UNKNOWN_COUNT) for e in state.entries)
-            return _CadenceState(entries, UNKNOWN_COUNT), []
+            return _CadenceState(entries, UNKNOWN_COUNT, ((None, UNKNOWN_COUNT),)), []
         if ev.kind is EventKind.SCHEDULER_STEP and ev.cadence in (CADENCE_BATCH, CADENCE_EPOCH):
             entry = next((e for e in state.entries if e.scheduler == ev.target), None)
-            steps = entry.steps if entry is not None else state.steps_since_start
+            steps = entry.steps if entry is not None else self._since_start(state, ev.optimizer)
             found = []
             if ev.cadence == CADENCE_BATCH and steps >= 2:
                 found.append(Violation("TL601", ev))
             elif ev.cadence == CADENCE_EPOCH:
                 # An unknown count is counter-evidence: the cadence is not proven on this path.
                 found.append(Violation("TL601", ev, must=True, holds=steps == 1))
-            entries = tuple(e for e in state.entries if e.scheduler != ev.target) + (_CadenceEntry(ev.target, 0),)
-            return _CadenceState(entries, state.steps_since_start), found
+            entries = tuple(e for e in state.entries if e.scheduler != ev.target) + (_CadenceEntry(ev.target, 0, ev.optimizer),)
+            return state._replace(entries=entries), found
         return state, []
+
+    @staticmethod
+    def _since_start(state: _CadenceState, optimizer: Optional[str]) -> int:
+        """Steps of ``optimizer`` since the start (all steps when which one it is is unknown)."""
+        if optimizer is None or any(target is None for target, _ in state.stepped):
+            return state.steps_since_start
+        return dict(state.stepped).get(optimizer, 0)
 
     def message(self, v: Violation, line_of: LineOf) -> str:
         if v.at.cadence == CADENCE_BATCH:
