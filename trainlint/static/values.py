@@ -94,6 +94,10 @@ class Values:
             self._defaults[name] = default if name not in self._defaults else None  # defined twice: unknown
 
     # ----------------------------------------------------------------- queries
+    def holds_arguments(self, name: str) -> bool:
+        """Does ``name`` hold the module's parsed command line (``args = parser.parse_args()``)?"""
+        return name in self._namespaces
+
     def value(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Any:
         """The value of an expression, or UNKNOWN."""
         if expr is None or depth > _MAX_DEPTH:

@@ -241,6 +241,9 @@ def save_on_every_rank(ctx: Context) -> Iterable[Match]:
     if not _is_distributed(ctx):
         return
     for site in _torch_saves(ctx):
+        saved = site.call.args[0].value if site.call.args else None
+        if isinstance(saved, cst.Name) and ctx.model.values.holds_arguments(saved.value):
+            continue  # the parsed command line, the same on every rank: not a checkpoint
         if not _guarded(ctx, site) and not _per_rank_file(ctx, site):
             yield Match("TL303", site.call, lambda line_of, c=site.call: (
                 f"{ctx.label(c)} runs on every rank of this distributed job: all ranks write the "
