@@ -311,7 +311,8 @@ def warmup_from_zero(ctx: Context) -> Iterable[Match]:
         elif last in ("get_linear_schedule_with_warmup", "get_cosine_schedule_with_warmup",
                       "get_polynomial_decay_schedule_with_warmup", "get_constant_schedule_with_warmup"):
             warmup = arg(site.call, 1, "num_warmup_steps")
-            zero = warmup is not None and literal_number(warmup) != 0
+            # no warmup as configured (``--warmup_steps`` defaults to 0): the schedule starts at 1
+            zero = warmup is not None and literal_number(warmup) != 0 and ctx.model.values.number(warmup) != 0
         if zero:
             yield Match("TL602", site.call, lambda line_of, c=site.call: (
                 f"{ctx.label(c)} starts its warmup at a factor of 0, so the first optimizer step "
