@@ -3,6 +3,8 @@ step written by hand, and that its TorchFunctionMode never outlives the block or
 (tests/runtime/programs/*manual_sgd* check the findings against the static engine's.)"""
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -104,3 +106,46 @@ def test_an_optimizer_stepped_in_a_no_grad_block_is_one_step():
         optimizer.step()
 
     assert steps_seen(optimizer_step) == 3
+
+
+def optimizer_steps(steps: int, model, log_norms: bool = True) -> bool:
+    """A clean optimizer loop (with, if asked, a gradient-norm log under no_grad between backward and
+    step: a watched block); whether the guard coasted through some of it."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    coasted = False
+    for _ in range(steps):
+        optimizer.zero_grad()
+        backward(model)
+        if log_norms:
+            with torch.no_grad():
+                sum(p.grad.norm() for p in model.parameters()).item()
+        optimizer.step()
+        coasted = coasted or HUB.coasting
+    return coasted
+
+
+def test_a_watched_block_each_step_still_lets_the_guard_coast():
+    with trainlint.guard(mode="collect") as guard:
+        assert optimizer_steps(300, torch.nn.Linear(4, 2))
+    assert guard.findings == [] and modes() == 0
+
+
+def test_the_guard_does_not_coast_while_another_threads_block_is_watched():
+    """Its exit hook must stay in to take the watch out: coasting would take it out with the others."""
+    entered, release, left = threading.Event(), threading.Event(), []
+
+    def hand_update_thread(model):
+        backward(model)
+        with torch.no_grad():
+            entered.set()
+            release.wait(timeout=60)
+        left.append(modes())
+
+    with trainlint.guard(mode="collect"):
+        other = threading.Thread(target=hand_update_thread, args=(torch.nn.Linear(4, 2),))
+        other.start()
+        assert entered.wait(timeout=60)
+        coasted = optimizer_steps(300, torch.nn.Linear(4, 2), log_norms=False)
+        release.set()
+        other.join(timeout=60)
+    assert not coasted and left == [0]
