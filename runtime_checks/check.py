@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
-PROCESSES = {"gpt.py": 1, "amp.py": 1, "ddp_accum.py": 2, "fsdp.py": 2}
+PROCESSES = {"gpt.py": 1, "amp.py": 1, "manual_sgd.py": 1, "ddp_accum.py": 2, "fsdp.py": 2}
 TIMEOUT_S = 300
 
 

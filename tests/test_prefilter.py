@@ -36,10 +36,28 @@ def test_an_autograd_function_definition_is_not_a_backward_call():
     assert may_fire(rule, TRAINING)
 
 
+HAND_UPDATE = '''
+for x, y in loader:
+    loss = model(x).mean()
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= lr * p.grad
+'''
+
+
 def test_every_required_group_must_be_present():
     rule = load_catalog()["TL201"]
-    assert rule.requires == (("step(",),)
+    assert rule.requires == (("step(", "no_grad"), ("step(", ".grad"), ("step(", "parameters("))
     assert not may_fire(rule, TRAINING.replace("optimizer.step()", "pass"))
+
+
+def test_a_step_written_by_hand_passes_the_step_rules_pre_filters():
+    """No ``step(`` in the file: an update of the parameters from their .grad under no_grad is the step."""
+    for rule_id in ("TL105", "TL201"):
+        rule = load_catalog()[rule_id]
+        assert may_fire(rule, HAND_UPDATE), rule_id
+        assert not may_fire(rule, HAND_UPDATE.replace("torch.no_grad()", "nullcontext()")), rule_id
 
 
 def test_library_code_with_neither_backward_calls_nor_steps_is_not_parsed():

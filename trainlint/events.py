@@ -44,6 +44,14 @@ CADENCE_BATCH = "batch"
 CADENCE_EPOCH = "epoch"
 CADENCE_METRIC = "metric"  # ReduceLROnPlateau and scheduler.step(metric): ordered by validation
 
+# OPTIMIZER_STEP target of an update written by hand (``p -= lr * p.grad`` over a module's
+# parameters with gradients off): no optimizer object. Its steps are one stepper's; which
+# parameters a zero_grad() clears is not known on either side, so every zero_grad clears them.
+HAND_UPDATE = "parameters updated by hand"
+# The in-place tensor methods through which such an update changes a parameter (``p -= x`` runs
+# ``sub_``, ``p += x`` ``add_``...): what the static engine reads and the guard watches.
+HAND_UPDATE_METHODS = frozenset({"add_", "sub_", "mul_", "div_", "addcdiv_", "addcmul_", "lerp_", "copy_"})
+
 # What an OPAQUE call may do, by the objects it receives.
 FAMILY_GRADS = "grads"  # backward, zero_grad, clip, unscale, optimizer and scheduler steps
 FAMILY_DATA = "data"  # set_epoch, passes over a loader

@@ -62,6 +62,27 @@ def amp_run():
     return model.state_dict(), optimizer.state_dict()
 
 
+def hand_run():
+    """SGD with momentum and weight decay written by hand under no_grad (a watched block), over two
+    micro-batches whose mean losses are not divided (TL201), gradients cleared by p.grad = None; a
+    gradient-norm log under no_grad between backward passes (another watched block)."""
+    torch.manual_seed(0)
+    model = _model()
+    velocity = [torch.zeros_like(p) for p in model.parameters()]
+    norms = []
+    for i, (x, y) in enumerate(_data(3)):
+        F.cross_entropy(model(x), y).backward()
+        with torch.no_grad():
+            norms.append(sum(p.grad.norm() for p in model.parameters()).item())
+        if i % 2 == 1:
+            with torch.no_grad():
+                for p, buf in zip(model.parameters(), velocity):
+                    buf.mul_(0.9).add_(p.grad + 1e-4 * p)
+                    p.data -= 0.05 * buf
+                    p.grad = None
+    return model.state_dict(), velocity, norms
+
+
 def _assert_identical(a, b):
     if isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype and torch.equal(a, b) and a.view(-1).view(torch.uint8).equal(b.view(-1).view(torch.uint8))
@@ -97,4 +118,14 @@ def test_fp16_autocast_grad_scaler_bitwise_identical(every_step):
     with trainlint.guard(mode="collect", select="ALL", check_every_step=every_step) as g:
         guarded = amp_run()
     assert g.findings == []
+    _assert_identical(plain, guarded)
+
+
+@EVERY_STEP
+def test_sgd_written_by_hand_bitwise_identical(every_step):
+    """The watch over no_grad blocks only observes: the same weights, and the bug it is there for found."""
+    plain = hand_run()
+    with trainlint.guard(mode="collect", select="ALL", check_every_step=every_step) as g:
+        guarded = hand_run()
+    assert {f.rule for f in g.findings} == {"TL201"}
     _assert_identical(plain, guarded)

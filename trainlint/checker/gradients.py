@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Tuple
 
-from ..events import FAMILY_GRADS, Event, EventKind, same_object
+from ..events import FAMILY_GRADS, HAND_UPDATE, Event, EventKind, same_object
 from .base import Invariant, LineOf, Violation, where
 
 
@@ -97,7 +97,10 @@ class _ZeroState(NamedTuple):
 def _clears(zero: Event, step: Event) -> bool:
     """Does this zero_grad clear the gradients this step uses? ``model.zero_grad()`` carries the
     model as ``module``; it clears an optimizer's gradients if that optimizer trains the model (or
-    a part of it), or if which model the optimizer trains is unknown."""
+    a part of it), or if which model the optimizer trains is unknown. Which parameters an update
+    written by hand changed is not known to the guard: any zero_grad clears them."""
+    if step.target == HAND_UPDATE:
+        return True
     if zero.module is None:
         # A wrapper (``NoamOpt``) and the optimizer inside it (``opt.optimizer``) are one object here.
         return same_object(zero.target, step.target) or _nested(zero.target, step.target)
@@ -183,6 +186,13 @@ class ZeroGradPlacement(Invariant):
         previous = v.get("previous")
         same_line = previous is not None and line_of(previous) == line_of(v.at)
         since = "its previous run" if same_line else where(previous, line_of, "the previous step")
+        if v.at.target == HAND_UPDATE:
+            return (
+                f"{v.at.label} updates the parameters by hand again with no zero_grad() since {since}, "
+                f"so gradients keep accumulating across iterations and every update uses the sum of "
+                f"all past gradients; clear them once per update (model.zero_grad(), or p.grad = None "
+                f"after updating p)."
+            )
         return (
             f"{v.at.label} runs again with no zero_grad() since {since}, so gradients keep "
             f"accumulating across iterations and every update uses the sum of all past gradients; "

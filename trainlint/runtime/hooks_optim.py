@@ -5,7 +5,7 @@ import os
 import sys
 import warnings
 import weakref
-from typing import Any, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from ..events import CADENCE_METRIC, EventKind
 from .patches import takes_same_parameters
@@ -74,24 +74,36 @@ def call_warning_at_user_line(original, self, args, kwargs, skipped_step: bool =
         warnings.warn = warn
 
 
-def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
-    """One optimizer step: also the one GradScaler skipped for inf/NaN gradients, which is still a
-    step of the schedule (so scheduler.step() after it is not TL102; pytorch#44511)."""
+def begin_step(hub, stream: Stream, stepper: Any) -> Tuple[Optional[int], bool]:
+    """What every step does to the stream, an optimizer's or an update written by hand
+    (hooks_hand): the sampler pass under way becomes an epoch, the accumulation window ends, and
+    ``stepper`` (the optimizer, or the parameter the update changed first) is the one TL105's
+    confirmation samples. Returns (k when the window's backward passes saw several batches, whether
+    the step is an accumulation boundary)."""
     if stream.pending_pass is not None:
         # The DistributedSampler pass under way trains: it is an epoch (hooks_data).
         pass_site, sampler, shuffle = stream.pending_pass
         stream.pending_pass = None
         hub.emit(stream, EventKind.LOADER_ITER, "for ... in loader", pass_site, sampler=sampler, shuffle=shuffle)
-    site = user_site()
-    backward_ran = stream.backwards > 0
     # k, for messages: the backward passes this step accumulates when they saw several batches.
     accum = stream.backwards if stream.multi_batch else None
     boundary = stream.end_window()
     stream.steps += 1
+    stream.stepping = stepper
+    return accum, boundary
+
+
+def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_grads: bool = False) -> None:
+    """One optimizer step: also the one GradScaler skipped for inf/NaN gradients, which is still a
+    step of the schedule (so scheduler.step() after it is not TL102; pytorch#44511)."""
+    site = user_site()
+    backward_ran = stream.backwards > 0
+    if stream.watch is not None:
+        stream.watch.stop()  # a no_grad block running an optimizer: its updates are the optimizer's
+    accum, boundary = begin_step(hub, stream, optimizer)
     stream.accumulating = stream.accumulating or boundary
     stream.last_step_site = site
     cache = hub.cache("optimizer_step")
-    stream.stepping = optimizer
     key = (site, id(optimizer), boundary, via_scaler, manages_grads, accum)
     event = cache.get(key)
     seen = event is not None
@@ -111,44 +123,57 @@ def emit_step(hub, stream: Stream, optimizer: Any, via_scaler: bool, manages_gra
     hub.sampler.after_step(stream, optimizer)
 
 
+def emit_zero_grad(hub, stream: Stream, event) -> None:
+    """A zero_grad, whoever clears the gradients: it ends the accumulation window."""
+    stream.end_window()
+    stream.zeroed_after = stream.backward_total
+    hub.feed(stream, event)
+
+
 class GradSamples:
-    """One sample gradient per optimizer (its first parameter's), taken at a step, for TL105's
-    confirmation: no zero_grad() ran between two steps, but gradients may still have been cleared
-    another way (``p.grad = None``, ``p.grad.zero_()``). They were not if the sample is the same
-    tensor as at the last step and changed in place only by the backward passes since (one version
-    bump each) and by the in-place edits the guard watched (clipping, GradScaler.unscale_)."""
+    """One sample gradient per stepper (an optimizer's first parameter's, or that of the parameter
+    an update written by hand changed first), taken at a step, for TL105's confirmation: no
+    zero_grad() ran between two steps, but gradients may still have been cleared another way
+    (``p.grad = None``, ``p.grad.zero_()``). They were not if the sample is the same tensor as at
+    the last step and changed in place only by the backward passes since (one version bump each)
+    and by the in-place edits the guard watched (clipping, GradScaler.unscale_)."""
 
     def __init__(self) -> None:
-        # optimizer -> [weakref to the gradient, its version, backward passes so far, watched edits]
-        self._taken: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        # id(stepper) -> [weakref to it, weakref to the gradient, its version, backward passes so
+        # far, watched edits]. Keyed by id: a tensor's == compares elements, so no dict may key on it.
+        self._taken: Dict[int, list] = {}
 
     def clear(self) -> None:
         self._taken.clear()
 
     def before_edit(self) -> list:
         """Before a watched call that edits gradients in place without clearing them."""
-        return [(entry, grad._version) for entry in self._taken.values() for grad in (entry[0](),) if grad is not None]
+        return [(entry, grad._version) for entry in self._taken.values() for grad in (entry[1](),) if grad is not None]
 
     def after_edit(self, marks: list) -> None:
         for entry, version in marks:
-            grad = entry[0]()
+            grad = entry[1]()
             if grad is not None:
-                entry[3] += grad._version - version
+                entry[4] += grad._version - version
 
     def confirm(self, stream) -> bool:
-        optimizer = stream.stepping
-        previous = self._taken.get(optimizer)
-        current = _sample_grad(optimizer, stream)
+        stepper = stream.stepping
+        previous = self._taken.pop(id(stepper), None)
+        current = _sample_grad(stepper, stream)
         if current is None:
-            self._taken.pop(optimizer, None)
             return False
-        self._taken[optimizer] = current
-        if previous is None:
+        if len(self._taken) >= _SAMPLES_KEPT:  # steppers of hand updates come and go with the parameters
+            self._taken.clear()
+        self._taken[id(stepper)] = current
+        if previous is None or previous[0]() is not stepper:
             return False
-        grad_ref, version, backwards, edits = previous
+        _, grad_ref, version, backwards, edits = previous
         grad = grad_ref()
-        return (grad is not None and grad is current[0]()
+        return (grad is not None and grad is current[1]()
                 and grad._version - version == stream.backward_total - backwards + edits)
+
+
+_SAMPLES_KEPT = 64
 
 
 def edits_grads(hub, call):
@@ -163,14 +188,20 @@ def edits_grads(hub, call):
             samples.after_edit(marks)
 
 
-def _sample_grad(optimizer, stream):
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            grad = param.grad
-            if grad is not None:
-                return [weakref.ref(grad), grad._version, stream.backward_total, 0]
-            return None
-    return None
+def _sample_grad(stepper, stream):
+    param = _sampled_parameter(stepper)
+    grad = param.grad if param is not None else None
+    if grad is None:
+        return None
+    return [weakref.ref(stepper), weakref.ref(grad), grad._version, stream.backward_total, 0]
+
+
+def _sampled_parameter(stepper):
+    """An optimizer's first parameter; an update written by hand steps with its parameter."""
+    groups = getattr(stepper, "param_groups", None)
+    if groups is None:
+        return stepper
+    return next((param for group in groups for param in group["params"]), None)
 
 
 def install(patcher, hub) -> None:
@@ -204,12 +235,9 @@ def install(patcher, hub) -> None:
         cache = hub.cache(label)
 
         def record(owner) -> None:
-            stream = hub.streams.stream
-            stream.end_window()
-            stream.zeroed_after = stream.backward_total
             site = user_site()
             key = (site, id(owner))
-            hub.feed(stream, cache.get(key) or hub.event(
+            emit_zero_grad(hub, hub.streams.stream, cache.get(key) or hub.event(
                 cache, key, EventKind.ZERO_GRAD, label, site, **{field: target(owner)}
             ))
 

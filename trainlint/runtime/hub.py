@@ -78,6 +78,9 @@ class Hub:
         # (what events cannot show, e.g. gradients cleared by `p.grad = None` rather than zero_grad()).
         self.confirm: Dict[str, Callable[[Stream], bool]] = {}
         self.grad_samples = None  # TL105's gradient samples (hooks_optim.GradSamples) while installed
+        # The no_grad blocks watched for parameters updated by hand (hooks_hand), while installed:
+        # the per-step hooks never go out while one is open (its exit must take its watch out).
+        self.watches: Optional[dict] = None
         self.sharded = False  # an FSDP model ran a forward in this session (TL305 is about FSDP only)
         self.workers = Workers()  # the worker processes the program started during the session
         # Optimizers whose step GradScaler skipped (inf/NaN gradients): PyTorch then warns, falsely,
@@ -197,6 +200,7 @@ class Hub:
         self.sampler.reset()
         self.workers.close()
         self.grad_samples = None
+        self.watches = None
         for cache in self._caches.values():
             cache.clear()
         for table in (self._observers, self._notified, self._resting, self._caches, self._events, self._memo,

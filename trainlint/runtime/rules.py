@@ -25,7 +25,7 @@ FLOW_RULES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL201", "TL
 
 # Modules that install hooks producing checker events, and modules that inspect values for one
 # family of rules each (their ``RULES``). Adding a runtime check is adding a module to CHECK_MODULES.
-HOOK_MODULES = ("hooks_optim", "hooks_grads", "hooks_amp", "hooks_data", "hooks_parallel", "hooks_processes")
+HOOK_MODULES = ("hooks_optim", "hooks_hand", "hooks_grads", "hooks_amp", "hooks_data", "hooks_parallel", "hooks_processes")
 CHECK_MODULES = (
     "check_attention", "check_loss", "check_modes", "check_nonfinite", "check_optimizer", "check_precision", "check_remainder",
     "check_save", "check_schedule", "check_sharding",

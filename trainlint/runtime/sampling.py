@@ -95,6 +95,8 @@ class StepSampler:
         self.hub.novel = False
 
     def _coast(self, stream, cycle: tuple) -> None:
+        if self.hub.watches:
+            return  # another thread's no_grad block is watched: its exit hook must stay in (hooks_hand)
         steps = _steps_before_loader_end(stream, cycle[1])
         if steps is not None and steps < 2:
             return  # the pass ends within a cycle or two, or cannot be forecast: keep checking

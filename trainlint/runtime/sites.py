@@ -86,6 +86,13 @@ def _first_user(frame: Optional[FrameType]) -> Optional[FrameType]:
     return library
 
 
+def user_code(code: CodeType) -> bool:
+    """Is this the code of the user's files (installed libraries included), not of torch,
+    trainlint or the standard library?"""
+    filename = code.co_filename
+    return filename not in _internal and (filename in _user or not _is_internal(filename))
+
+
 def user_frame() -> Optional[FrameType]:
     """Called by trainlint code only: its own frame and its caller's are skipped unexamined."""
     return _first_user(sys._getframe(2))

@@ -12,7 +12,7 @@ class Stream:
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
         "accumulating", "last_step_site", "backward_total", "zeroed_after", "stepping", "window_sites",
         "fetches_at_window",
-        "cycle", "cycle_fetches", "loader", "pending_pass",
+        "cycle", "cycle_fetches", "loader", "pending_pass", "watch",
     )
 
     def __init__(self, state: tuple) -> None:
@@ -47,6 +47,9 @@ class Stream:
         self.loader: Optional[Callable[[], object]] = None
         # A DistributedSampler's pass begun and not yet known to train: (site, sampler, shuffle).
         self.pending_pass: Optional[tuple] = None
+        # The no_grad block of this thread watched for parameters updated by hand (hooks_hand);
+        # an optimizer step inside it stops the watch.
+        self.watch: Optional[object] = None
 
     def backward(self, scaled: bool, site=None, shared_graph: bool = False) -> None:
         """One backward pass. ``shared_graph``: retain_graph=True, several losses of one forward."""

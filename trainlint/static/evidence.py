@@ -9,8 +9,9 @@
   kinds it may produce, through the functions it calls) and reused at every call site; its name
   says nothing.
 - **An iteration** is a pass of a loop that trains: its body (with the functions it calls) may
-  backpropagate and may step an optimizer. **An epoch** is a pass over a loader whose loop trains;
-  an evaluation pass over the same loader is not one.
+  backpropagate and may step an optimizer (or update parameters by hand: see hand.py). **An
+  epoch** is a pass over a loader whose loop trains; an evaluation pass over the same loader is
+  not one.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, Optional,
 import libcst as cst
 
 from ..events import FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
+from .hand import code_nodes, update_in
 from .module import Function, ModuleModel
 from .names import dotted
 from .roles import (
@@ -89,6 +91,7 @@ class Evidence:
         self.local_callee = local_callee
         self.foreign_summary = foreign_summary  # summaries of functions of other project modules
         self._summaries: Dict[int, FrozenSet[EventKind]] = {}
+        self._by_hand: Dict[int, bool] = {}  # see updates_by_hand
         self._loops: Dict[Tuple[int, Optional[str]], FrozenSet[EventKind]] = {}
         self.mode_targets = self._eval_receivers()
         self._attributes = frozenset(
@@ -201,6 +204,8 @@ class Evidence:
         for stmt in fn.body:
             for call in _all_calls(stmt):
                 kinds |= self.call_kinds(call, frame)
+            if self.updates_by_hand(stmt, fn):
+                kinds.add(EventKind.OPTIMIZER_STEP)
         result = frozenset(kinds)
         self._summaries[id(fn.node)] = result
         return result
@@ -223,8 +228,27 @@ class Evidence:
             kinds: Set[EventKind] = set()
             for call in _all_calls(loop.body):
                 kinds |= self.call_kinds(call, frame)
+            if self.updates_by_hand(loop.body, frame.function):
+                kinds.add(EventKind.OPTIMIZER_STEP)
             cached = self._loops[key] = frozenset(kinds)
         return cached
+
+    # ----------------------------------------------------------------- updates written by hand
+    def hand_update(self, loop: cst.CSTNode, fn: Optional[Function]) -> Optional[cst.CSTNode]:
+        """The update statement of a loop that updates a module's parameters from their gradients
+        (see hand.py); a fact of the module, computed once per loop."""
+        if type(loop) is not cst.For:
+            return None
+        return self.model.memo(f"hand_update.{id(loop)}", lambda: update_in(loop, fn, self.model))
+
+    def updates_by_hand(self, node: cst.CSTNode, fn: Optional[Function]) -> bool:
+        """Does ``node`` hold such a loop? It may then step, whether or not its gradients are off
+        where it runs (the flow decides that: only then is the update one)."""
+        known = self._by_hand.get(id(node))
+        if known is None:
+            known = self._by_hand[id(node)] = ".grad" in self.model.source and any(
+                self.hand_update(sub, fn) is not None for sub in code_nodes(node))
+        return known
 
 
 def _held_roles(roles: Dict[str, object], path: str) -> Iterable[str]:

@@ -13,7 +13,8 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 import libcst as cst
 
 from ..events import (
-    ALL_FAMILIES, CADENCE_EPOCH, CADENCE_METRIC, EVERYTHING, FAMILY_GRADS, LOSS_DIVIDED, LOSS_UNKNOWN, Event, EventKind,
+    ALL_FAMILIES, CADENCE_EPOCH, CADENCE_METRIC, EVERYTHING, FAMILY_GRADS, HAND_UPDATE, LOSS_DIVIDED, LOSS_UNKNOWN, Event,
+    EventKind,
 )
 from . import library
 from .calls import arg, literal_bool
@@ -63,6 +64,9 @@ class Frame:
     later_pass: FrozenSet[str] = frozenset()
     # Heads of substituted paths that are parameters no caller bound (see Extractor.unbound_parameter).
     unbound: FrozenSet[str] = frozenset()
+    # Gradients are off (inside ``with torch.no_grad():``, or called from there): a loop updating
+    # parameters from their gradients here is an optimizer step (see hand.py).
+    no_grad: bool = False
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.
@@ -449,6 +453,23 @@ class Extractor:
             module=self._module_of(optimizer),
             modules=self._modules_of(optimizer),
         )
+
+    def hand_step(self, update: cst.CSTNode, frame: Frame) -> Event:
+        """The optimizer step of a loop that updates parameters by hand (see hand.py), at its
+        update statement; a step at an accumulation boundary like any other."""
+        return self._event(update, kind=EventKind.OPTIMIZER_STEP, target=HAND_UPDATE, label=self._statement_label(update),
+                           boundary=frame.accum is not None, accum=frame.accum)
+
+    def _statement_label(self, node: cst.CSTNode) -> str:
+        """How messages name an update: a call as ``_label`` does, ``p -= lr * p.grad`` as written
+        (``p -= ...`` if long)."""
+        if isinstance(node, cst.Call):
+            return _label(self.model, node)
+        code = lambda part: " ".join(self.model.module.code_for_node(part).split())  # noqa: E731
+        written = code(node)
+        if len(written) <= _LABEL_MAX or not isinstance(node, cst.AugAssign):
+            return written
+        return f"{code(node.target)} {code(node.operator)} ..."
 
     def _module_of(self, optimizer: Optional[str]) -> Optional[str]:
         role = self.role(optimizer)

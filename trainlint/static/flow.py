@@ -25,6 +25,7 @@ from ..events import EVERYTHING, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
 from . import library
 from .evidence import Evidence
 from .extract import Extractor, Frame
+from .hand import runs_without_grad, turns_grad_off
 from .module import Function, ModuleModel, block
 from .calls import literal_bool
 from .comparisons import Comparison, comparison, floors, satisfiable
@@ -232,6 +233,7 @@ class Interpreter:
             # Module facts, whoever the caller: computed once per module.
             edits, loops = self.model.memo("grad_edits_and_loops", lambda: _grad_edits_and_loops(self.model))
             direct |= edits | (loops if self._loaders_matter else set())
+            direct |= {id(fn.node) for fn in self.model.all_functions if self.evidence.updates_by_hand(fn.node, fn)}
         eventful = set(direct)
         changed = True
         while changed:
@@ -292,6 +294,8 @@ class Interpreter:
                     cached = True
                 elif kind is cst.Assign and self._rebound_module(sub) is not None:
                     cached = True
+                elif kind is cst.For and self.evidence.hand_update(sub, fn) is not None:
+                    cached = True  # a loop updating parameters by hand: a step where gradients are off
                 elif kind in _GRAD_EDIT_TYPES and (
                         (kind is cst.Assign and (_clears_grad(sub) or _flag_assigned(sub) in self._flags))
                         or _rescales_grad(sub)):
@@ -416,6 +420,8 @@ class Interpreter:
                 enter, exit_ = self.extractor.context_events(item, frame)
                 states = self._feed(states, enter)
                 exits.append(exit_)
+            if not frame.no_grad and any(turns_grad_off(item.item, self.model.imports) for item in stmt.items):
+                frame = replace(frame, no_grad=True)
             outcome = self.block(block(stmt.body), states, frame)
             for exit_ in reversed(exits):
                 outcome.normal = self._feed(outcome.normal, exit_)
@@ -726,6 +732,8 @@ class Interpreter:
         kinds = {kind for call in calls for kind in self.evidence.call_kinds(call, frame)}
         if EventKind.BACKWARD not in kinds or kinds & {EventKind.OPTIMIZER_STEP, EventKind.OPAQUE}:
             return None
+        if self.evidence.updates_by_hand(stmt.body, frame.function):
+            return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
             return _pass_count(self.model.module, stmt.iter)
         return "the number of micro-steps"
@@ -750,6 +758,9 @@ class Interpreter:
                        returns=list(known.returns))
 
     def _run_loop(self, stmt, states: List[PathState], frame: Frame) -> Outcome:
+        # A loop updating parameters by hand is one optimizer step (each pass updates one of them),
+        # taken as the loop starts; its passes are not iterations of training.
+        states = self._feed(states, self._hand_step(stmt, frame))
         trains = self.evidence.trains(stmt, frame)
         steps = trains or self.evidence.steps(stmt, frame)
         if isinstance(stmt, cst.For):
@@ -825,6 +836,14 @@ class Interpreter:
             exits = self.block(block(stmt.orelse.body), exits, later_frame).normal
         return Outcome(normal=self.budget.paths(exits + result.breaks), returns=result.returns)
 
+    def _hand_step(self, stmt, frame: Frame) -> Optional[Event]:
+        """The optimizer step of a loop that updates parameters from their gradients (see hand.py),
+        where gradients are off: the guard sees the same update there, and nowhere else."""
+        if not (frame.no_grad or runs_without_grad(frame.function)):
+            return None
+        update = self.evidence.hand_update(stmt, frame.function)
+        return self.extractor.hand_step(update, frame) if update is not None else None
+
     def _tested_pass_counter(self, stmt) -> Optional[str]:
         """The loop's pass counter (``_pass_counter``) when its body tests it against 0: only then
         do its first and later passes run in frames of their own."""
@@ -875,10 +894,10 @@ class Interpreter:
                 _, polarity = self._cond_key(stmt.test)
                 negated = any(isinstance(c.operator, cst.NotEqual) for node in walk(stmt.test)
                               if isinstance(node, cst.Comparison) for c in node.comparisons)
-                if polarity and not negated and self._boundary(stmt.test, frame) is not None and any(
+                if polarity and not negated and self._boundary(stmt.test, frame) is not None and (any(
                     kind in (EventKind.OPTIMIZER_STEP, EventKind.OPAQUE)
                     for call in self.calls(stmt.body) for kind in self.evidence.call_kinds(call, frame)
-                ):
+                ) or self.evidence.updates_by_hand(stmt.body, frame.function)):
                     found.add(id(stmt))
                 pending.extend(block(stmt.body))
                 if isinstance(stmt.orelse, cst.If):
@@ -1164,8 +1183,9 @@ class Interpreter:
         unbound = frozenset(_head(actual) for _, actual in subst if self.extractor.unbound_parameter(actual, frame))
         callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
                              accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions,
-                             unbound=unbound)
-        key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, tuple(states))
+                             unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee))
+        key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, callee_frame.no_grad,
+               tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
