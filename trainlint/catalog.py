@@ -131,11 +131,22 @@ def _found(pattern: "re.Pattern[str]", source: str) -> bool:
     return known[1]
 
 
+def _catalog_directory():
+    """The checkout's rules/ when this package runs from a source checkout (PYTHONPATH=checkout,
+    so a second checkout never reads the installed one's catalog); else the wheel's copy."""
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parent.parent / "rules"
+    if (checkout / "TL101-clip-after-step.toml").is_file():
+        return checkout
+    return resources.files("trainlint._catalog")
+
+
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> Dict[str, Rule]:
     """All rules by id, sorted by id."""
     rules: List[Rule] = []
-    for entry in resources.files("trainlint._catalog").iterdir():
+    for entry in _catalog_directory().iterdir():
         if entry.name.endswith(".toml"):
             rules.append(_load_entry(entry.name, entry.read_text(encoding="utf-8")))
     rules.sort(key=lambda r: r.id)
