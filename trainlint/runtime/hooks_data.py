@@ -39,6 +39,7 @@ def install(patcher, hub) -> None:
             try:
                 batch = original(self)
             except StopIteration:
+                hub.catch_up(stream)  # a step compiled code ran may have consumed the remainder
                 hub.notify("loader_end", stream)
                 raise
             stream.fetches += 1

@@ -27,7 +27,7 @@ def install(patcher, hub) -> None:
 
         return start
 
-    patcher.wrap(BaseProcess, "start", start_wrapper)
+    patcher.wrap(BaseProcess, "start", start_wrapper, traceable=True)
 
 
 def unchecked_note(workers, stepped: bool) -> str:

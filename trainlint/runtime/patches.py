@@ -10,13 +10,24 @@ Hooks on calls a training step makes every time (``per_step=True``) can also be 
 back while the session lasts: the guard removes them while it samples a steady loop (see
 :mod:`.sampling`), so the steps in between run torch's own functions.
 
-Under ``torch.compile`` two more things hold. A hook on a function that compiled code traces
-(``traceable=True``: functional ops, module forwards, clipping) hands dynamo the original: the
-compiled graph is the one without the guard, with no graph break (the check runs where the call
-runs eagerly). And once dynamo has compiled something, per-step hooks are no longer swapped in and
-out: compiled code guards on the identity of every function it traced, so each swap would
-recompile it; the hooks stay installed and pass straight through to torch's function while they
-are "out".
+Under ``torch.compile`` every hook is invisible to dynamo (see ``_dispatcher``):
+
+- a hook on a function that compiled code traces (``traceable=True``: functional ops, module
+  forwards, clipping, ``Module.train``, the optimizer step pre-hook) hands dynamo the original while
+  it traces, so the compiled graph is the one without the guard, with no graph break and no guard
+  on the guard's state. What that call would have told the guard is lost; a hook whose call feeds
+  the checker (an optimizer step, a clip, ``model.zero_grad()``) says so through an
+  :class:`Unseen` flag that the compiled code sets, and the hub then forgets what such a call could
+  have changed (an OPAQUE event), so a step the guard did not see is never reported missing;
+- a hook on a function dynamo does not trace (a graph break without the guard too: backward,
+  ``Optimizer.zero_grad``, LR schedulers, GradScaler, DataLoader iteration) breaks the graph at the
+  same call, and its check runs there, eagerly;
+- the guard's own code runs only eagerly: once dynamo is loaded, the bodies of the hooks run under
+  ``torch.compiler.disable`` and the dispatchers' own frames are never compiled, so no check can
+  add a graph, a graph break, a host sync (``.item()``) or a recompile to a compiled region;
+- once dynamo has compiled something, per-step hooks are no longer swapped in and out: compiled
+  code guards on the identity of every function it traced, so each swap would recompile it; the
+  hooks stay installed and pass straight through to torch's function while they are "out".
 """
 from __future__ import annotations
 
@@ -34,28 +45,39 @@ from .signals import SHIELD
 _ABSENT = object()
 
 
+class Unseen:
+    """Set by compiled code that ran a hooked call the guard could not see (dynamo traced torch's
+    own function in its place). Compiled code only stores into it, and dynamo replays a store after
+    each run of its graph without guarding on the old value, so setting it recompiles nothing; the
+    hub reads and clears it eagerly (``Hub.feed``)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+
 class Patcher:
     def __init__(self) -> None:
         self._undo: List[Callable[[], None]] = []
         self._finder: Optional[_AfterImport] = None
         # (owner, name, original) for every replaced attribute: what the tests check after exit.
         self.replaced: List[Tuple[Any, str, Any]] = []
-        # (put in, take out, hold in) of every per-step hook, and whether they are in now.
-        self._per_step: List[Tuple[Callable[[], None], Callable[[], None], Callable[[], None]]] = []
+        # (put in, take out) of every per-step hook, and whether they are in now.
+        self._per_step: List[Tuple[Callable[[], None], Callable[[], None]]] = []
         self.per_step_in = True
-        self._held = False  # per-step hooks stay installed and pass through while out (dynamo loaded)
+        self._held = False  # per-step hooks stay installed and pass through while out (dynamo compiled)
+        # Each hook's switch to its dynamo-proof body, run once dynamo is loaded (see _dispatcher).
+        self._compiler_proof: List[Callable[[], None]] = []
+        self._dynamo = False  # torch._dynamo is loaded: new hooks are dynamo-proof from the start
+        # Importing dynamo costs over a second: a program that never compiles may never import it.
+        self.after_import("torch._dynamo", self._dynamo_loaded)
 
     def wrap(self, owner: Any, name: str, make: Callable[[Any], Any], per_step: bool = False,
-             traceable: bool = False) -> None:
+             traceable: bool = False, hides: Optional[Unseen] = None) -> None:
         """Replace ``owner.name`` (defined on ``owner`` itself) by ``make(original)``.
-        ``traceable``: compiled code may call it; it then sees the original."""
+        ``traceable``: compiled code may trace the original, and then traces the original;
+        ``hides``: the flag such a compiled call sets (its events feed the checker)."""
         original = vars(owner)[name]
-        wrapper = make(original)
-        value = _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper
-        self.replace(owner, name, value, per_step)
-        if per_step and not traceable:
-            self._per_step[-1] = self._per_step[-1][:2] + (
-                lambda: setattr(owner, name, _passes_while_out(original, wrapper, self)),)
+        self.replace(owner, name, self.hook(original, make(original), per_step, traceable, hides), per_step)
 
     def replace(self, owner: Any, name: str, value: Any, per_step: bool = False) -> None:
         original = vars(owner).get(name, _ABSENT)
@@ -77,14 +99,12 @@ class Patcher:
             self.replaced.pop()
             raise
         if per_step:
-            put_in = lambda: setattr(owner, name, value)  # noqa: E731
-            self._add_per_step(put_in, undo, put_in)
+            self._add_per_step(lambda: setattr(owner, name, value), undo)
 
     def wrap_cell(self, cell: CellType, make: Callable[[Any], Any], per_step: bool = False,
-                  traceable: bool = False) -> None:
+                  traceable: bool = False, hides: Optional[Unseen] = None) -> None:
         original = cell.cell_contents
-        wrapper = make(original)
-        value = _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper
+        value = self.hook(original, make(original), per_step, traceable, hides)
 
         def undo() -> None:
             cell.cell_contents = original
@@ -95,17 +115,27 @@ class Patcher:
             def put_in() -> None:
                 cell.cell_contents = value
 
-            def hold() -> None:
-                cell.cell_contents = value if traceable else _passes_while_out(original, wrapper, self)
+            self._add_per_step(put_in, undo)
 
-            self._add_per_step(put_in, undo, hold)
+    def hook(self, original: Any, wrapper: Any, per_step: bool = False, traceable: bool = False,
+             hides: Optional[Unseen] = None) -> Any:
+        """What to install in place of ``original``: ``wrapper`` behind a dispatcher that keeps it
+        out of compiled code (see _dispatcher). A staticmethod stays one."""
+        if isinstance(wrapper, staticmethod):
+            return staticmethod(self.hook(original.__func__, wrapper.__func__, per_step, traceable, hides))
+        hooked, compiler_proof = _dispatcher(original, wrapper, self if per_step else None, traceable, hides)
+        self._compiler_proof.append(compiler_proof)
+        if self._dynamo:
+            compiler_proof()
+        return hooked
 
-    def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None],
-                      hold: Callable[[], None]) -> None:
-        self._per_step.append((put_in, take_out, hold))
-        if self._held:
-            hold()
-        elif not self.per_step_in:  # hooked after an import while they are out: out with the rest
+    def _dynamo_loaded(self, _module: Any) -> None:
+        self._dynamo = True
+        _run_all([(proof,) for proof in self._compiler_proof], 0)  # every hook, even if one fails
+
+    def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None]) -> None:
+        self._per_step.append((put_in, take_out))
+        if not self._held and not self.per_step_in:  # hooked after an import while they are out
             take_out()
 
     @SHIELD.holder
@@ -122,7 +152,7 @@ class Patcher:
                 # From now on the hooks stay installed (see the module's docstring): each reads
                 # ``per_step_in`` and passes through to torch's function while out.
                 self._held = True
-                _run_all(self._per_step, 2)
+                _run_all(self._per_step, 0)
             if not self._held:
                 _run_all(self._per_step, 0 if put_in else 1)
         finally:
@@ -172,6 +202,7 @@ class Patcher:
         self._finder = None
         self.replaced.clear()
         self._per_step.clear()
+        self._compiler_proof.clear()
         self.per_step_in = True
         self._held = False
         if first is not None:
@@ -204,39 +235,58 @@ def _compiled_code_exists() -> bool:
     return counters is not None and counters["stats"]["unique_graphs"] > 0
 
 
-def _compiled_sees(original: Any, wrapper: Any, patcher: Optional[Patcher]) -> Any:
-    """``wrapper`` as eager code calls it, ``original`` as dynamo traces it: ``is_compiling()`` is
-    a constant True while dynamo traces, so the compiled graph holds the original call and no
-    guard on the guard's own state. ``patcher``: a per-step hook, passing through while out."""
-    if not isinstance(wrapper, FunctionType):
-        return wrapper
+def nothing(*args, **kwargs) -> None:
+    """The original of a hook that torch calls back (the global optimizer step pre-hook)."""
+    return None
+
+
+def _dispatcher(original: Any, wrapper: Callable, patcher: Optional[Patcher], traceable: bool,
+                hides: Optional[Unseen]) -> Tuple[Callable, Callable[[], None]]:
+    """(``hooked``, a switch to make it dynamo-proof): ``hooked`` runs ``wrapper`` where eager code
+    calls it, and keeps the guard out of compiled code.
+
+    While dynamo traces (``is_compiling()``, a constant True to it), a ``traceable`` hook calls
+    ``original``, which dynamo then traces as it would without the guard; it sets ``hides`` when
+    its call feeds the checker. A hook that is not traceable calls ``wrapper``, which dynamo does
+    not trace either (see below): the graph breaks at the call, as it does at torch's own function,
+    and ``wrapper`` runs eagerly. Nothing on these paths reads the guard's state, so dynamo installs
+    no guard on it. ``patcher``: a per-step hook, which passes through while the hooks are out.
+
+    Once dynamo is loaded, the switch makes ``wrapper`` run under ``torch.compiler.disable`` (no
+    frame of the guard's checks, nor of what they call, is ever compiled; its ``.item()`` reads
+    run eagerly), and marks ``hooked``'s own code as never compiled when eager code inside a
+    compiled function's graph break calls it (dynamo would otherwise compile it as a frame of its
+    own, with ``is_compiling()`` True: a graph for torch's function, and the check skipped).
+    What the checks lose in compiled regions is listed in the README (runtime guard)."""
     from torch.compiler import is_compiling
 
-    if patcher is None:
+    eager = wrapper
+    if traceable:
         def hooked(*args, **kwargs):
             if is_compiling():
+                if hides is not None:
+                    hides.seen = True
                 return original(*args, **kwargs)
-            return wrapper(*args, **kwargs)
+            if patcher is not None and not patcher.per_step_in:
+                return original(*args, **kwargs)
+            return eager(*args, **kwargs)
     else:
         def hooked(*args, **kwargs):
-            if is_compiling() or not patcher.per_step_in:
+            if patcher is not None and not is_compiling() and not patcher.per_step_in:
                 return original(*args, **kwargs)
-            return wrapper(*args, **kwargs)
+            return eager(*args, **kwargs)
 
-    return functools.wraps(wrapper)(hooked)
+    def compiler_proof() -> None:
+        nonlocal eager
+        import torch.compiler
+        # skip_code is private, but the only way to have dynamo skip a frame that it still inlines
+        # while tracing (torch.compiler.disable(recursive=False) makes the call a graph break).
+        from torch._dynamo.eval_frame import skip_code
 
+        skip_code(hooked.__code__)
+        eager = torch.compiler.disable(wrapper)
 
-def _passes_while_out(original: Any, wrapper: Any, patcher: Patcher) -> Any:
-    """A per-step hook held installed: torch's own function while the hooks are out."""
-    if not isinstance(wrapper, FunctionType):
-        return wrapper
-
-    def hooked(*args, **kwargs):
-        if patcher.per_step_in:
-            return wrapper(*args, **kwargs)
-        return original(*args, **kwargs)
-
-    return functools.wraps(wrapper)(hooked)
+    return functools.wraps(wrapper)(hooked), compiler_proof
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -8,7 +8,7 @@ from typing import Callable, List, Optional, Set
 
 class Stream:
     __slots__ = (
-        "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
+        "state", "steps", "steps_unseen", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
         "accumulating", "last_step_site", "backward_total", "zeroed_after", "stepping", "window_sites",
         "fetches_at_window",
@@ -18,6 +18,7 @@ class Stream:
     def __init__(self, state: tuple) -> None:
         self.state = state  # the shared checker's state
         self.steps = 0  # optimizer steps so far (TL810 messages name the step)
+        self.steps_unseen = False  # compiled code stepped too, uncounted (the hub's ``unseen``)
         self.fetches = 0  # DataLoader batches fetched so far
         # The accumulation window: backward passes since the last step or zero_grad.
         self.backwards = 0
