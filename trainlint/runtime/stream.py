@@ -12,7 +12,7 @@ class Stream:
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
         "accumulating", "last_step_site", "backward_total", "zeroed_after", "stepping", "window_sites",
         "fetches_at_window",
-        "cycle", "cycle_fetches", "loader", "pending_pass",
+        "cycle", "cycle_fetches", "loader", "pending_pass", "wrapped_passes",
     )
 
     def __init__(self, state: tuple) -> None:
@@ -48,6 +48,9 @@ class Stream:
         self.loader: Optional[Callable[[], object]] = None
         # A DistributedSampler's pass begun and not yet known to train: (site, sampler, shuffle).
         self.pending_pass: Optional[tuple] = None
+        # ids of the loaders that wrap a DataLoader and read ahead whose pass is under way (their
+        # pass, not the DataLoader's, ends the pass over the data: see hooks_data)
+        self.wrapped_passes: Set[int] = set()
 
     def backward(self, scaled: bool, site=None, shared_graph: bool = False) -> None:
         """One backward pass. ``shared_graph``: retain_graph=True, several losses of one forward."""
