@@ -111,7 +111,7 @@ STEP_PROGRAM = textwrap.dedent('''
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    GUARD, BUG = sys.argv[1] == "guard", sys.argv[2] == "bug"
+    GUARD, BUG, SCALER = sys.argv[1] == "guard", sys.argv[2] == "bug", sys.argv[2] == "scaler"
 
 
     class Attention(nn.Module):
@@ -130,14 +130,24 @@ STEP_PROGRAM = textwrap.dedent('''
     # A tensor learning rate: the schedule changes it without recompiling the optimizer step.
     optimizer = torch.optim.AdamW(model.parameters(), lr=torch.tensor(1e-3))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 10))
+    scaler = torch.amp.GradScaler("cpu")
 
 
     @torch.compile(backend="aot_eager")
     def train_step(x, scale):
         loss = F.cross_entropy(compiled(x).view(-1, 32), x.view(-1)) * scale
-        loss.backward()  # a graph break, with or without the guard: its hook runs eagerly
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        if SCALER:
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            # GradScaler.step is a graph break; dynamo compiles the optimizer step it calls as a
+            # frame of its own, with the guard too
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()  # a graph break, with or without the guard: its hook runs eagerly
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
         optimizer.zero_grad()
         return loss.detach()
 
@@ -157,6 +167,7 @@ STEP_PROGRAM = textwrap.dedent('''
     else:
         train(30)
     print(json.dumps({
+        "frames": counters["frames"]["total"],
         "graphs": counters["stats"]["unique_graphs"],
         "breaks": sum(counters["graph_break"].values()),
         "rules": rules,
@@ -186,11 +197,24 @@ def test_a_compiled_train_step_compiles_as_without_the_guard(tmp_path, plain_ste
     plain = plain_step
     guarded = _run_step(tmp_path, "guard", "clean")
     assert plain["graphs"] > 1 and plain["breaks"] > 0  # the step is split at backward(), as compiled steps are
-    assert (guarded["graphs"], guarded["breaks"]) == (plain["graphs"], plain["breaks"])
+    # The same frames compiled into the same graphs, split at the same graph breaks.
+    assert (guarded["frames"], guarded["graphs"], guarded["breaks"]) == (plain["frames"], plain["graphs"], plain["breaks"])
     assert guarded["recompiles"] == plain["recompiles"] == 0
     # The optimizer steps and clips ran inside compiled code, unseen: nothing is reported missing.
     assert guarded["rules"] == []
     assert guarded["weights"] == plain["weights"]  # bitwise: floats compare exactly
+
+
+def test_what_torch_calls_back_at_a_graph_break_compiles_as_without_the_guard(tmp_path):
+    # The guard checks GradScaler.step eagerly with dynamo off, and calls torch's function with
+    # dynamo on again: the optimizer step inside it is compiled as without the guard (run with
+    # dynamo off, it would be eager, and the weights would differ).
+    plain = _run_step(tmp_path, "plain", "scaler")
+    guarded = _run_step(tmp_path, "guard", "scaler")
+    assert (guarded["frames"], guarded["graphs"], guarded["breaks"]) == (plain["frames"], plain["graphs"], plain["breaks"])
+    assert guarded["recompiles"] == plain["recompiles"] == 0
+    assert guarded["rules"] == []
+    assert guarded["weights"] == plain["weights"]
 
 
 def test_checks_at_a_compiled_steps_graph_breaks_still_run(tmp_path, plain_step):

@@ -201,7 +201,7 @@ def install(patcher, hub) -> None:
 
     # Optimizer.step runs the pre-hooks in code that dynamo traces when a compiled function steps.
     patcher.handle(register_optimizer_step_pre_hook(
-        patcher.hook(nothing, pre_hook, traceable=True, hides=hub.unseen)))
+        patcher.hook(nothing, lambda _: pre_hook, traceable=True, hides=hub.unseen)))
 
     def zero_grad_wrapper(label: str, field: str):
         cache = hub.cache(label)

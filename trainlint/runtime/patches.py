@@ -22,9 +22,9 @@ Under ``torch.compile`` every hook is invisible to dynamo (see ``_dispatcher``):
 - a hook on a function dynamo does not trace (a graph break without the guard too: backward,
   ``Optimizer.zero_grad``, LR schedulers, GradScaler, DataLoader iteration) breaks the graph at the
   same call, and its check runs there, eagerly;
-- the guard's own code runs only eagerly: once dynamo is loaded, the bodies of the hooks run under
-  ``torch.compiler.disable`` and the dispatchers' own frames are never compiled, so no check can
-  add a graph, a graph break, a host sync (``.item()``) or a recompile to a compiled region;
+- the guard's own code runs only eagerly, with dynamo off, and is never compiled, so no check can
+  add a graph, a graph break, a host sync (``.item()``) or a recompile to a compiled region; torch's
+  function runs with dynamo as its caller had it, so what dynamo compiles under it is unchanged;
 - once dynamo has compiled something, per-step hooks are no longer swapped in and out: compiled
   code guards on the identity of every function it traced, so each swap would recompile it; the
   hooks stay installed and pass straight through to torch's function while they are "out".
@@ -36,6 +36,7 @@ import importlib.abc
 import importlib.machinery
 import inspect
 import sys
+import threading
 import warnings
 from types import CellType, FunctionType
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -65,11 +66,6 @@ class Patcher:
         self._per_step: List[Tuple[Callable[[], None], Callable[[], None]]] = []
         self.per_step_in = True
         self._held = False  # per-step hooks stay installed and pass through while out (dynamo compiled)
-        # Each hook's switch to its dynamo-proof body, run once dynamo is loaded (see _dispatcher).
-        self._compiler_proof: List[Callable[[], None]] = []
-        self._dynamo = False  # torch._dynamo is loaded: new hooks are dynamo-proof from the start
-        # Importing dynamo costs over a second: a program that never compiles may never import it.
-        self.after_import("torch._dynamo", self._dynamo_loaded)
 
     def wrap(self, owner: Any, name: str, make: Callable[[Any], Any], per_step: bool = False,
              traceable: bool = False, hides: Optional[Unseen] = None) -> None:
@@ -77,7 +73,7 @@ class Patcher:
         ``traceable``: compiled code may trace the original, and then traces the original;
         ``hides``: the flag such a compiled call sets (its events feed the checker)."""
         original = vars(owner)[name]
-        self.replace(owner, name, self.hook(original, make(original), per_step, traceable, hides), per_step)
+        self.replace(owner, name, self.hook(original, make, per_step, traceable, hides), per_step)
 
     def replace(self, owner: Any, name: str, value: Any, per_step: bool = False) -> None:
         original = vars(owner).get(name, _ABSENT)
@@ -104,7 +100,7 @@ class Patcher:
     def wrap_cell(self, cell: CellType, make: Callable[[Any], Any], per_step: bool = False,
                   traceable: bool = False, hides: Optional[Unseen] = None) -> None:
         original = cell.cell_contents
-        value = self.hook(original, make(original), per_step, traceable, hides)
+        value = self.hook(original, make, per_step, traceable, hides)
 
         def undo() -> None:
             cell.cell_contents = original
@@ -117,21 +113,17 @@ class Patcher:
 
             self._add_per_step(put_in, undo)
 
-    def hook(self, original: Any, wrapper: Any, per_step: bool = False, traceable: bool = False,
+    def hook(self, original: Any, make: Callable[[Any], Any], per_step: bool = False, traceable: bool = False,
              hides: Optional[Unseen] = None) -> Any:
-        """What to install in place of ``original``: ``wrapper`` behind a dispatcher that keeps it
-        out of compiled code (see _dispatcher). A staticmethod stays one."""
-        if isinstance(wrapper, staticmethod):
-            return staticmethod(self.hook(original.__func__, wrapper.__func__, per_step, traceable, hides))
-        hooked, compiler_proof = _dispatcher(original, wrapper, self if per_step else None, traceable, hides)
-        self._compiler_proof.append(compiler_proof)
-        if self._dynamo:
-            compiler_proof()
-        return hooked
-
-    def _dynamo_loaded(self, _module: Any) -> None:
-        self._dynamo = True
-        _run_all([(proof,) for proof in self._compiler_proof], 0)  # every hook, even if one fails
+        """What to install in place of ``original``: the hook ``make`` builds around it, behind a
+        dispatcher that keeps the guard out of compiled code (see _dispatcher). ``make`` only
+        defines the hook (it is called twice: around ``original`` itself, and around ``original``
+        as a compiled function's graph break must call it, see _as_called). A staticmethod stays
+        one."""
+        if isinstance(original, staticmethod):
+            return staticmethod(self.hook(original.__func__, lambda o: make(o).__func__, per_step, traceable, hides))
+        return _dispatcher(original, make(original), make(_as_called(original)), self if per_step else None,
+                           traceable, hides)
 
     def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None]) -> None:
         self._per_step.append((put_in, take_out))
@@ -202,7 +194,6 @@ class Patcher:
         self._finder = None
         self.replaced.clear()
         self._per_step.clear()
-        self._compiler_proof.clear()
         self.per_step_in = True
         self._held = False
         if first is not None:
@@ -228,11 +219,10 @@ def _run_all(hooks: List[tuple], index: int) -> None:
 
 
 def _compiled_code_exists() -> bool:
-    """Has dynamo compiled a graph in this process? (Read without importing it: many programs
-    import dynamo through other modules and never compile anything.)"""
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None)
-    return counters is not None and counters["stats"]["unique_graphs"] > 0
+    """Has dynamo compiled a graph in this process? (Many programs import it, few compile.)"""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"] > 0
 
 
 def nothing(*args, **kwargs) -> None:
@@ -240,27 +230,56 @@ def nothing(*args, **kwargs) -> None:
     return None
 
 
-def _dispatcher(original: Any, wrapper: Callable, patcher: Optional[Patcher], traceable: bool,
-                hides: Optional[Unseen]) -> Tuple[Callable, Callable[[], None]]:
-    """(``hooked``, a switch to make it dynamo-proof): ``hooked`` runs ``wrapper`` where eager code
-    calls it, and keeps the guard out of compiled code.
+class _Suspended(threading.local):
+    """The dynamo callback that a hook's own code suspended on this thread (see _dispatcher)."""
 
-    While dynamo traces (``is_compiling()``, a constant True to it), a ``traceable`` hook calls
-    ``original``, which dynamo then traces as it would without the guard; it sets ``hides`` when
-    its call feeds the checker. A hook that is not traceable calls ``wrapper``, which dynamo does
-    not trace either (see below): the graph breaks at the call, as it does at torch's own function,
-    and ``wrapper`` runs eagerly. Nothing on these paths reads the guard's state, so dynamo installs
-    no guard on it. ``patcher``: a per-step hook, which passes through while the hooks are out.
+    callback: Any = None
 
-    Once dynamo is loaded, the switch makes ``wrapper`` run under ``torch.compiler.disable`` (no
-    frame of the guard's checks, nor of what they call, is ever compiled; its ``.item()`` reads
-    run eagerly), and marks ``hooked``'s own code as never compiled when eager code inside a
-    compiled function's graph break calls it (dynamo would otherwise compile it as a frame of its
-    own, with ``is_compiling()`` True: a graph for torch's function, and the check skipped).
+
+_SUSPENDED = _Suspended()
+
+
+@functools.lru_cache(maxsize=1)
+def _dynamo():
+    """(is_compiling, set_eval_frame, skip_code, disable), importing dynamo on the first hook: a
+    program that steps an optimizer imports it anyway (Optimizer.step does). ``set_eval_frame``
+    and ``skip_code`` are private: torch.compiler.disable is built on the first, and the second
+    is the only way to have dynamo skip a frame that it still inlines when it traces a call."""
+    import torch.compiler
+    from torch._C._dynamo.eval_frame import set_eval_frame
+    from torch._dynamo.eval_frame import skip_code
+
+    return torch.compiler.is_compiling, set_eval_frame, skip_code, torch.compiler.disable
+
+
+def _dispatcher(original: Any, wrapper: Callable, reentering: Callable, patcher: Optional[Patcher],
+                traceable: bool, hides: Optional[Unseen]) -> Callable:
+    """What the guard installs: the hook (``wrapper``) where eager code calls it, out of sight of
+    dynamo everywhere.
+
+    - While dynamo traces (``is_compiling()``, a constant True to it), a ``traceable`` hook calls
+      ``original``, which dynamo then traces as it would without the guard (and sets ``hides``
+      when its call feeds the checker). A hook that is not traceable is installed wrapped in
+      ``torch.compiler.disable(recursive=False)``: the graph breaks at its call, as it breaks at
+      torch's own function, and the call runs eagerly. Nothing on these paths reads the guard's
+      state, so dynamo guards on none of it.
+    - ``hooked``'s own frame is never compiled (``skip_code``): eager code at a compiled
+      function's graph break that calls it would otherwise have dynamo compile it as a frame of
+      its own, with ``is_compiling()`` True (a graph for torch's function, and no check).
+    - The hook runs with dynamo off (``set_eval_frame(None)``, as ``torch.compiler.disable``
+      does), so no frame of the guard's checks is ever compiled and their ``.item()`` reads run
+      eagerly. Called by compiled code (dynamo's callback was on), the hook is ``reentering``,
+      built around ``original`` as _as_called runs it: with the callback back on, so that what
+      dynamo compiles under torch's function (the optimizer step inside ``GradScaler.step``, a
+      backward hook) is what it compiles without the guard.
+
+    ``patcher``: a per-step hook, which passes through while the hooks are out.
     What the checks lose in compiled regions is listed in the README (runtime guard)."""
-    from torch.compiler import is_compiling
+    is_compiling, set_eval_frame, skip_code, disable = _dynamo()
+    suspended = _SUSPENDED
 
-    eager = wrapper
+    # The two bodies differ in their first branch only: a shared helper would cost every hooked
+    # call of every step one more frame.
     if traceable:
         def hooked(*args, **kwargs):
             if is_compiling():
@@ -269,24 +288,54 @@ def _dispatcher(original: Any, wrapper: Callable, patcher: Optional[Patcher], tr
                 return original(*args, **kwargs)
             if patcher is not None and not patcher.per_step_in:
                 return original(*args, **kwargs)
-            return eager(*args, **kwargs)
+            prior = set_eval_frame(None)
+            if prior is None and suspended.callback is None:  # not called by compiled code
+                return wrapper(*args, **kwargs)
+            saved, suspended.callback = suspended.callback, prior
+            try:
+                return reentering(*args, **kwargs)
+            finally:
+                suspended.callback = saved
+                set_eval_frame(prior)
     else:
         def hooked(*args, **kwargs):
-            if patcher is not None and not is_compiling() and not patcher.per_step_in:
+            if patcher is not None and not patcher.per_step_in:
                 return original(*args, **kwargs)
-            return eager(*args, **kwargs)
+            prior = set_eval_frame(None)
+            if prior is None and suspended.callback is None:  # not called by compiled code
+                return wrapper(*args, **kwargs)
+            saved, suspended.callback = suspended.callback, prior
+            try:
+                return reentering(*args, **kwargs)
+            finally:
+                suspended.callback = saved
+                set_eval_frame(prior)
 
-    def compiler_proof() -> None:
-        nonlocal eager
-        import torch.compiler
-        # skip_code is private, but the only way to have dynamo skip a frame that it still inlines
-        # while tracing (torch.compiler.disable(recursive=False) makes the call a graph break).
-        from torch._dynamo.eval_frame import skip_code
+    skip_code(hooked.__code__)
+    hooked = functools.wraps(wrapper)(hooked)
+    return hooked if traceable else disable(hooked, recursive=False)
 
-        skip_code(hooked.__code__)
-        eager = torch.compiler.disable(wrapper)
 
-    return functools.wraps(wrapper)(hooked), compiler_proof
+def _as_called(original: Any) -> Any:
+    """``original`` as a hook called by compiled code calls it: with the dynamo callback that the
+    hook's caller had (the hook's own code runs with none, see _dispatcher), so that the frames
+    torch's function calls back into are compiled, or not, as without the guard."""
+    suspended = _SUSPENDED
+
+    def called(*args, **kwargs):
+        prior = suspended.callback
+        if prior is None:
+            return original(*args, **kwargs)
+        set_eval_frame = _dynamo()[1]
+        suspended.callback = None
+        set_eval_frame(prior)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            set_eval_frame(None)
+            suspended.callback = prior
+
+    return functools.wraps(original)(called)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
