@@ -1,6 +1,7 @@
 """Step time with and without the runtime guard, on CPU.
 
     python benchmarks/guard_overhead.py [--repeats 5] [--threads N] [--compile [BACKEND]] [--only-gpt]
+    python benchmarks/guard_overhead.py --compiled-step [BACKEND] [--repeats 5] [--threads N] [--steps 150]
 
 Two workloads, each a full training step (zero_grad, forward, backward, clip, AdamW step, LR
 scheduler step, a DataLoader batch): a tiny MLP, where the guard's fixed cost per step shows, and a
@@ -15,11 +16,26 @@ The MLP runs 2000 steps: the guard checks the first ~110 in full and then sample
 ``--compile`` adds the GPT under ``torch.compile`` (compiled once, in the warm-up runs): the guard
 hands compiled code torch's own functions, so its overhead should be eager mode's.
 benchmarks/guard_instructions.py counts the steady-state cost alone, in instructions.
+
+``--compiled-step`` measures, instead, a whole program that compiles part of its step: a small GPT
+(SDPA) compiled, trained by a compiled function that calls cross_entropy, backward (a graph
+break), clip_grad_norm_, the optimizer step and zero_grad, with the DataLoader and the LR schedule
+eager. Each run is a fresh interpreter, compilation included (inductor's cache is warmed by the
+first two runs); the figure is the CPU time (user + system) of the whole process, with and without
+``trainlint.guard()`` around the training loop, as the median of the paired differences. It also
+prints what dynamo did in each (graphs, graph breaks, recompiles: the guard must change none) and
+whether the final weights are bitwise equal.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -148,6 +164,81 @@ def measure(name: str, workload, steps: int, repeats: int, ignore=None, every_st
     )
 
 
+def compiled_step_program(guarded: bool, backend: str, steps: int) -> None:
+    """One run of the ``--compiled-step`` program (in its own interpreter): prints dynamo's counts
+    and a digest of the final weights as JSON."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    vocab = 2048
+    model = GPT(vocab=vocab, dim=64, layers=2, heads=4, context=64)
+    tokens = torch.randint(0, vocab, (steps * 8, 65))
+    loader = DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=8)
+    forward = torch.compile(model, backend=backend)
+    # A tensor learning rate: the schedule changes it without recompiling the optimizer step.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=torch.tensor(1e-3), weight_decay=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 10))
+
+    @torch.compile(backend=backend)
+    def train_step(x, y):
+        loss = F.cross_entropy(forward(x).reshape(-1, vocab), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    def train() -> None:
+        for x, y in loader:
+            train_step(x, y)
+            scheduler.step()
+
+    if guarded:
+        with trainlint.guard(mode="collect") as g:
+            train()
+        assert not g.findings, g.findings
+    else:
+        train()
+    weights = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+    print(json.dumps({"graphs": counters["stats"]["unique_graphs"], "breaks": sum(counters["graph_break"].values()),
+                      "weights": weights}))
+
+
+def _compiled_step_run(guarded: bool, backend: str, steps: int, threads) -> dict:
+    """A fresh interpreter running the program: its CPU seconds, dynamo's counts, the weights."""
+    command = [sys.executable, os.path.abspath(__file__), "--compiled-step-child", "guard" if guarded else "plain",
+               "--compiled-step", backend, "--steps", str(steps)] + (["--threads", str(threads)] if threads else [])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, TORCH_LOGS="recompiles"))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(done.stderr)
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures["recompiles"] = done.stderr.count("Recompiling function")
+    figures["cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return figures
+
+
+def measure_compiled_step(backend: str, steps: int, repeats: int, threads) -> None:
+    # warm-up: inductor's compiled code lands in its cache, with and without the guard
+    runs = [_compiled_step_run(False, backend, steps, threads), _compiled_step_run(True, backend, steps, threads)]
+    plain, guarded = [], []
+    for _ in range(repeats):
+        plain.append(_compiled_step_run(False, backend, steps, threads))
+        guarded.append(_compiled_step_run(True, backend, steps, threads))
+    base = statistics.median(r["cpu"] for r in plain)
+    differences = sorted(g["cpu"] - p["cpu"] for p, g in zip(plain, guarded))
+    overhead = statistics.median(differences)
+    spread = f"[{100 * differences[0] / base:+.2f} .. {100 * differences[-1] / base:+.2f}] %"
+    print(f"{'compiled step (' + backend + ')':<34} {base:10.2f} s CPU {statistics.median(r['cpu'] for r in guarded):10.2f} s CPU "
+          f"{overhead:+10.2f} s {100 * overhead / base:+8.2f} %  pairs {spread}")
+    for name, done in (("without guard", runs[0::2] + plain), ("with guard", runs[1::2] + guarded)):
+        counts = sorted({(r["graphs"], r["breaks"], r["recompiles"]) for r in done})
+        print(f"  {name}: graphs, graph breaks, recompiles per run {', '.join(map(str, counts))}")
+    same = len({r["weights"] for r in runs + plain + guarded}) == 1
+    print(f"  final weights bitwise equal in every run: {'yes' if same else 'NO'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
@@ -155,9 +246,22 @@ def main() -> None:
     parser.add_argument("--compile", metavar="BACKEND", nargs="?", const="inductor",
                         help="also the GPT under torch.compile (default backend: inductor)")
     parser.add_argument("--only-gpt", action="store_true", help="skip the MLP rows")
+    parser.add_argument("--compiled-step", metavar="BACKEND", nargs="?", const="inductor",
+                        help="only the program that compiles its train step (default backend: inductor)")
+    parser.add_argument("--steps", type=int, default=150, help="--compiled-step: training steps per run")
+    parser.add_argument("--compiled-step-child", choices=("plain", "guard"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.compiled_step_child:
+        compiled_step_program(args.compiled_step_child == "guard", args.compiled_step, args.steps)
+        return
+    if args.compiled_step:
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.steps} steps per run, "
+              f"median of {args.repeats} paired runs, each in a fresh interpreter")
+        print(f"{'workload':<34} {'without guard':>16} {'with guard':>16} {'overhead':>14}")
+        measure_compiled_step(args.compiled_step, args.steps, args.repeats, args.threads)
+        return
     params = sum(p.numel() for p in GPT().parameters())
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeats} runs")
     print(f"{'workload':<34} {'without guard':>20} {'with guard':>20} {'overhead':>18} {'':>10}")

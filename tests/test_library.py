@@ -53,6 +53,8 @@ def test_a_projects_entry_takes_precedence_over_the_shipped_one():
     ({"methods": [{"names": ["apply"], "effects": [{"event": "backward", "loss": "halved"}]}]}, "loss is"),
     ({"objects": [{"calls": ["a.B"], "role": "Not A Role"}]}, "role is a lowercase name"),
     ({"widgets": []}, "unknown tables"),
+    ({"loader_passes": [{"classes": ["a.Loader"], "begins": "begin"}]}, "a loader pass is"),
+    ({"loader_passes": [{"classes": ["a.*Loader"], "begins": "begin", "ends": "end"}]}, "names its classes exactly"),
 ])
 def test_malformed_descriptions_are_refused_with_the_reason(table, message):
     with pytest.raises(LibraryError, match=message):

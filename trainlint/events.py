@@ -27,7 +27,8 @@ class EventKind(str, enum.Enum):
     NO_SYNC_EXIT = "no_sync_exit"
     SYNC_MANAGED = "sync_managed"  # the code sets DDP's require_backward_grad_sync itself
     FORWARD = "forward"  # a forward pass of a DDP/FSDP-wrapped model (where DDP decides to sync)
-    # Static only: the guard sees what really happens and never needs these.
+    # Static only (the guard sees what really happens), except OPAQUE: the guard feeds one after
+    # compiled code ran hooked calls it could not see (trainlint/runtime/patches.py).
     OPAQUE = "opaque"  # a call whose body is unknown and that receives training objects: may do anything to them
     TRAINING_START = "training_start"  # a training loop is entered: what ran before was setup, not an iteration
     ITERATION = "iteration"  # a training loop starts another pass (the back edge)

@@ -71,7 +71,8 @@ def install(patcher, hub) -> None:
         if not evaluating:
             hub.rest(on_step)
 
-    patcher.wrap(torch.nn.Module, "train", train_wrapper)
+    # TL501 reads each module's live mode at the step: a train() compiled code ran unseen counts.
+    patcher.wrap(torch.nn.Module, "train", train_wrapper, traceable=True)
     hub.observe("optimizer_step", RULES, on_step, awake=False)
     _install_spectral_norm(patcher, hub, evaluating)
 
@@ -122,5 +123,5 @@ def _install_spectral_norm(patcher, hub, evaluating) -> None:
 
         return __call__
 
-    patcher.wrap(spectral.SpectralNorm, "__call__", hook_wrapper)
-    patcher.wrap(spectral.SpectralNorm, "apply", apply_wrapper)
+    patcher.wrap(spectral.SpectralNorm, "__call__", hook_wrapper, traceable=True)
+    patcher.wrap(spectral.SpectralNorm, "apply", apply_wrapper, traceable=True)

@@ -8,6 +8,13 @@ import math
 RULES = ("TL810",)
 
 
+def _when(stream) -> str:
+    """The step, for messages; the steps compiled code ran are not counted (see patches.py)."""
+    if stream.steps_unseen:
+        return "in a training loop whose optimizer steps run in compiled code"
+    return f"at optimizer step {stream.steps + 1}"
+
+
 def install(patcher, hub) -> None:
     import torch
 
@@ -22,9 +29,9 @@ def install(patcher, hub) -> None:
     def on_backward(stream, site, label, loss, scaled) -> None:
         value = value_of(loss)
         if value is not None and not math.isfinite(value):
-            step = stream.steps + 1
+            when = _when(stream)
             hub.found("TL810", site, lambda: (
-                f"{label} backpropagates a non-finite loss ({value}) at optimizer step {step}: every "
+                f"{label} backpropagates a non-finite loss ({value}) {when}: every "
                 f"gradient becomes NaN and the next update writes NaN into the weights, so the run is "
                 f"lost from here on; find where the loss first diverges (learning rate, log(0), a "
                 f"division by zero, fp16 overflow) and stop or skip the step when it is not finite."
@@ -36,9 +43,9 @@ def install(patcher, hub) -> None:
             return
         value = value_of(norm)
         if value is not None and not math.isfinite(value):
-            step = stream.steps + 1
+            when = _when(stream)
             hub.found("TL810", site, lambda: (
-                f"{label} finds a non-finite total gradient norm ({value}) at optimizer step {step}: "
+                f"{label} finds a non-finite total gradient norm ({value}) {when}: "
                 f"clipping multiplies every gradient by max_norm/norm, which turns them all into NaN or "
                 f"0, and the step corrupts or freezes the weights; find the non-finite loss or "
                 f"gradient that causes it and skip the step when the norm is not finite."

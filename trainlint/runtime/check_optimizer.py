@@ -40,7 +40,7 @@ def install(patcher, hub) -> None:
 
         return __init__
 
-    patcher.wrap(torch.optim.Optimizer, "__init__", init_wrapper)
+    patcher.wrap(torch.optim.Optimizer, "__init__", init_wrapper, traceable=True)
 
     # (module, the user line of its requires_grad_(False)), latest last, for TL306's message (a loop
     # setting p.requires_grad = False is not seen: a tensor attribute)
@@ -56,7 +56,7 @@ def install(patcher, hub) -> None:
 
         return requires_grad_
 
-    patcher.wrap(torch.nn.Module, "requires_grad_", requires_grad_wrapper)
+    patcher.wrap(torch.nn.Module, "requires_grad_", requires_grad_wrapper, traceable=True)
 
     def on_new_step(stream, optimizer, site, backward_ran: bool) -> None:
         seen = checked.get(id(optimizer))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import functools
+
 from .sites import Site
 
 RULES = ("TL202",)
@@ -69,7 +70,11 @@ def install(patcher, hub) -> None:
             f"on the last batch, e.g. `if (i + 1) % k == 0 or i + 1 == len(loader):`."
         ))
 
+    def on_unseen(stream) -> None:
+        pending.pop(id(stream), None)  # compiled code may have stepped the remainder
+
     hub.observe("loader_end", RULES, on_loader_end)
+    hub.observe("unseen", RULES, on_unseen)
     hub.observe("optimizer_step", RULES, on_step, awake=False)
     hub.observe("backward", RULES, on_backward, awake=False)
     hub.observe("end", RULES, report)

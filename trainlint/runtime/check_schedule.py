@@ -118,7 +118,11 @@ def install(patcher, hub) -> None:
                 ))
         tracks.clear()
 
+    def on_unseen(stream) -> None:
+        tracks.clear()  # optimizer steps went uncounted: the cadence can no longer be told
+
     hub.observe("new_scheduler_step", RULES, on_new_scheduler_step)
+    hub.observe("unseen", RULES, on_unseen)
     # Awake once a scheduler with a horizon is tracked: steps of LambdaLR & co. pay nothing.
     hub.observe("scheduler_step", RULES, on_scheduler_step, awake=False)
     hub.observe("end", RULES, on_end)

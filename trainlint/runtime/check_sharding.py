@@ -36,7 +36,7 @@ def _install(patcher, hub, module) -> None:
     for name in ("ModuleWrapPolicy", "CustomPolicy"):
         cls = getattr(wrap, name, None)
         if isinstance(cls, type) and "__init__" in vars(cls):
-            patcher.wrap(cls, "__init__", policy_init_wrapper)
+            patcher.wrap(cls, "__init__", policy_init_wrapper, traceable=True)
 
     def init_wrapper(original):
         def __init__(self, *args, **kwargs):
@@ -68,7 +68,7 @@ def _install(patcher, hub, module) -> None:
 
         return __init__
 
-    patcher.wrap(fsdp, "__init__", init_wrapper)
+    patcher.wrap(fsdp, "__init__", init_wrapper, traceable=True)
 
 
 def _weakrefable(obj: Any) -> bool:

@@ -23,7 +23,8 @@ then on the per-step hooks are taken out and one cycle in about 50 is checked (a
 checkpoint, a new epoch or the end of a loader's pass bring full checking back; see
 :mod:`trainlint.runtime.sampling`). ``check_every_step=True`` checks every step of the run.
 
-Importing this module does not import torch; starting a guard does.
+Importing this module does not import torch; starting a guard does, with torch._dynamo (which the
+first optimizer step of a run imports anyway): every hook keeps out of compiled code.
 """
 from __future__ import annotations
 

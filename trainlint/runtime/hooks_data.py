@@ -1,5 +1,10 @@
-"""Events of the data: batches fetched (for accumulation boundaries), LOADER_ITER and SET_EPOCH of
-DistributedSampler."""
+"""Events of the data: batches fetched (for accumulation boundaries), the end of a pass over a
+loader (``loader_end``), LOADER_ITER and SET_EPOCH of DistributedSampler.
+
+A pass ends when its DataLoader runs out, unless a loader that wraps it and reads ahead is
+iterating it (Accelerate's prepared loaders; ``[[loader_passes]]`` in trainlint/libraries): the
+DataLoader inside then runs out while the last batch is still to be used, and the pass ends where
+that loader's own pass ends."""
 from __future__ import annotations
 
 import weakref
@@ -8,6 +13,8 @@ from typing import Any, Optional
 from ..events import EventKind
 from .hooks_optim import target
 from .sites import frame_site, user_frame
+
+_PASSES_KEPT = 8  # passes of wrapping loaders under way at once, per thread
 
 
 def _name_in(frame: Any, sampler: Any) -> Optional[str]:
@@ -31,6 +38,15 @@ def install(patcher, hub) -> None:
     from torch.utils.data import DistributedSampler
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+    from ..static.library import current
+
+    def end_pass(stream) -> None:
+        hub.catch_up(stream)  # a step compiled code ran may have consumed the remainder
+        hub.notify("loader_end", stream)
+
+    for described in current().loader_passes:
+        patcher.after_import(described.module, lambda module, d=described: _wrap_pass(patcher, hub, module, d, end_pass))
+
     def next_wrapper(original):
         def __next__(self):
             if not hub.active:
@@ -39,7 +55,8 @@ def install(patcher, hub) -> None:
             try:
                 batch = original(self)
             except StopIteration:
-                hub.notify("loader_end", stream)
+                if not stream.wrapped_passes:
+                    end_pass(stream)
                 raise
             stream.fetches += 1
             if stream.loader is None or stream.loader() is not self:  # a new pass, for the sampler's forecast
@@ -82,3 +99,34 @@ def install(patcher, hub) -> None:
     patcher.wrap(DistributedSampler, "__iter__", iter_wrapper)
     patcher.wrap(DistributedSampler, "set_epoch", set_epoch_wrapper)
 
+
+
+def _wrap_pass(patcher, hub, module, described, end_pass) -> None:
+    """Hook a described loader class: its pass over the DataLoader inside runs from ``begins`` to
+    ``ends``, and the DataLoader running out meanwhile is not the end of the pass."""
+    cls = getattr(module, described.name)
+
+    def begin_wrapper(original):
+        def begins(self, *args, **kwargs):
+            if hub.active:
+                passes = hub.streams.stream.wrapped_passes
+                if len(passes) < _PASSES_KEPT:  # a pass left by a break never ends: bounded memory
+                    passes.add(id(self))
+            return original(self, *args, **kwargs)
+
+        return begins
+
+    def end_wrapper(original):
+        def ends(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            if hub.active:
+                stream = hub.streams.stream
+                if id(self) in stream.wrapped_passes:
+                    stream.wrapped_passes.discard(id(self))
+                    end_pass(stream)
+            return result
+
+        return ends
+
+    patcher.wrap(cls, described.begins, begin_wrapper)
+    patcher.wrap(cls, described.ends, end_wrapper)

@@ -153,12 +153,14 @@ def install(patcher, hub) -> None:
             warnings.warn(f"trainlint: cannot hook {label} in this torch version; clipping is not checked",
                           RuntimeWarning, stacklevel=2)
             continue
-        patcher.wrap_cell(cell, clip_wrapper(hub, label, norm_of), per_step=True, traceable=True)
+        patcher.wrap_cell(cell, clip_wrapper(hub, label, norm_of), per_step=True, traceable=True,
+                          hides=hub.unseen)
 
     def fsdp1_clip(module) -> None:
         # FSDP1's own clip method (it may call clip_grad_norm_ inside: then that call is nested).
         patcher.wrap(module.FullyShardedDataParallel, "clip_grad_norm_",
-                     clip_wrapper(hub, "clip_grad_norm_()", _returned_norm), per_step=True)
+                     clip_wrapper(hub, "clip_grad_norm_()", _returned_norm), per_step=True, traceable=True,
+                     hides=hub.unseen)
 
     patcher.after_import("torch.distributed.fsdp", fsdp1_clip)
 

@@ -8,7 +8,7 @@ import weakref
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from ..events import CADENCE_METRIC, EventKind
-from .patches import takes_same_parameters
+from .patches import nothing, takes_same_parameters
 from .sites import user_frame, user_site
 from .stream import Stream
 
@@ -229,7 +229,9 @@ def install(patcher, hub) -> None:
             closure = kwargs.get("closure") if len(args) < 2 else args[1]
             emit_step(hub, stream, optimizer, via_scaler, manages_grads=closure is not None)
 
-    patcher.handle(register_optimizer_step_pre_hook(pre_hook))
+    # Optimizer.step runs the pre-hooks in code that dynamo traces when a compiled function steps.
+    patcher.handle(register_optimizer_step_pre_hook(
+        patcher.hook(nothing, lambda _: pre_hook, traceable=True, hides=hub.unseen)))
 
     def zero_grad_wrapper(label: str, field: str):
         cache = hub.cache(label)
@@ -260,7 +262,8 @@ def install(patcher, hub) -> None:
     # Not taken out while the guard coasts (it checks ``coasting`` instead): changing an attribute of
     # nn.Module invalidates the attribute caches of every module class, which costs more than the
     # call it would save in the loops that use model.zero_grad().
-    patcher.wrap(torch.nn.Module, "zero_grad", zero_grad_wrapper("model.zero_grad()", "module"))
+    patcher.wrap(torch.nn.Module, "zero_grad", zero_grad_wrapper("model.zero_grad()", "module"), traceable=True,
+                 hides=hub.unseen)
 
     steps = hub.cache("scheduler_step")
 

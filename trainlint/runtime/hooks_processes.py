@@ -58,4 +58,4 @@ def install(patcher, hub) -> None:
 
         return start
 
-    patcher.wrap(BaseProcess, "start", start_wrapper)
+    patcher.wrap(BaseProcess, "start", start_wrapper, traceable=True)

@@ -22,9 +22,10 @@ import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import checker
-from ..events import Event, EventKind
+from ..events import EVERYTHING, FAMILY_GRADS, Event, EventKind
 from .errors import TrainingInvariantError, TrainingInvariantWarning
 from .rules import CHECK_MODULES, HOOK_MODULES, checkable, check_module, known_rules
+from .patches import Unseen
 from .sampling import CYCLE_KEPT, StepSampler
 from .signals import SHIELD
 from .sites import Site, display_path, user_site
@@ -86,6 +87,11 @@ class Hub:
         # Optimizers whose step GradScaler skipped (inf/NaN gradients): PyTorch then warns, falsely,
         # that the scheduler stepped first (pytorch#44511).
         self.skipped_by_scaler = weakref.WeakSet()
+        # Set by compiled code that ran optimizer steps, clips or model.zero_grad() the guard did
+        # not see (patches.py). A new one each session: compiled code of an earlier one keeps its own.
+        self.unseen = Unseen()
+        self._unseen_event = Event(EventKind.OPAQUE, label="compiled code", families=frozenset({FAMILY_GRADS}),
+                                   reach=(EVERYTHING,))
 
     # ------------------------------------------------------------------ guards
     # The guard calls attach and detach while SIGINT is held (see .signals).
@@ -110,7 +116,9 @@ class Hub:
             verdict = None
             try:
                 if finished and self.guards == [guard]:
-                    self.notify("end", self.stream())
+                    stream = self.stream()
+                    self.catch_up(stream)
+                    self.notify("end", stream)
             except TrainingInvariantError as exc:  # raise mode: raised once the hooks are gone
                 verdict = exc
             finally:
@@ -152,6 +160,7 @@ class Hub:
         else:
             self.rank_prefix = f"[rank {os.environ.get('RANK', '0')}] " if world > 1 else ""
         self.rules = known_rules()
+        self.unseen = Unseen()
         patcher = Patcher()
         available = checkable()
         try:
@@ -244,6 +253,8 @@ class Hub:
 
     def feed(self, stream: Stream, event: Event) -> None:
         """Advance this thread's checker state and dispatch what the event reveals."""
+        if self.unseen.seen:  # catch_up, inline: this runs at every event
+            self._forget_unseen(stream)
         transition = self._memo.get((id(stream.state), id(event))) or self._transition(stream.state, event)
         stream.state = transition[2]
         cycle = stream.cycle
@@ -253,6 +264,22 @@ class Hub:
             self.novel = True
         if transition[3]:
             self._dispatch(stream, transition[3])
+
+    def catch_up(self, stream: Stream) -> None:
+        """Before an event, or a check that reads the stream: if compiled code ran optimizer steps,
+        clips or zero_grads the guard did not see since the last event, each invariant forgets what
+        they could have changed, as the static engine does around a call it cannot read (an OPAQUE
+        event), and so do the checks of live values (``unseen``)."""
+        if self.unseen.seen:
+            self._forget_unseen(stream)
+
+    def _forget_unseen(self, stream: Stream) -> None:
+        self.unseen.seen = False
+        stream.end_window()  # an unseen step or zero_grad may have ended it...
+        stream.zeroed_after = stream.backward_total  # ...and cleared the gradients
+        stream.steps_unseen = True
+        self.feed(stream, self._unseen_event)
+        self.notify("unseen", stream)
 
     def _transition(self, state: tuple, event: Event) -> tuple:
         new_state, violations = checker.feed(state, event)

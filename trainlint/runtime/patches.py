@@ -10,13 +10,24 @@ Hooks on calls a training step makes every time (``per_step=True``) can also be 
 back while the session lasts: the guard removes them while it samples a steady loop (see
 :mod:`.sampling`), so the steps in between run torch's own functions.
 
-Under ``torch.compile`` two more things hold. A hook on a function that compiled code traces
-(``traceable=True``: functional ops, module forwards, clipping) hands dynamo the original: the
-compiled graph is the one without the guard, with no graph break (the check runs where the call
-runs eagerly). And once dynamo has compiled something, per-step hooks are no longer swapped in and
-out: compiled code guards on the identity of every function it traced, so each swap would
-recompile it; the hooks stay installed and pass straight through to torch's function while they
-are "out".
+Under ``torch.compile`` every hook is invisible to dynamo (see ``_dispatcher``):
+
+- a hook on a function that compiled code traces (``traceable=True``: functional ops, module
+  forwards, clipping, ``Module.train``, the optimizer step pre-hook) hands dynamo the original while
+  it traces, so the compiled graph is the one without the guard, with no graph break and no guard
+  on the guard's state. What that call would have told the guard is lost; a hook whose call feeds
+  the checker (an optimizer step, a clip, ``model.zero_grad()``) says so through an
+  :class:`Unseen` flag that the compiled code sets, and the hub then forgets what such a call could
+  have changed (an OPAQUE event), so a step the guard did not see is never reported missing;
+- a hook on a function dynamo does not trace (a graph break without the guard too: backward,
+  ``Optimizer.zero_grad``, LR schedulers, GradScaler, DataLoader iteration) breaks the graph at the
+  same call, and its check runs there, eagerly;
+- the guard's own code runs only eagerly, with dynamo off, and is never compiled, so no check can
+  add a graph, a graph break, a host sync (``.item()``) or a recompile to a compiled region; torch's
+  function runs with dynamo as its caller had it, so what dynamo compiles under it is unchanged;
+- once dynamo has compiled something, per-step hooks are no longer swapped in and out: compiled
+  code guards on the identity of every function it traced, so each swap would recompile it; the
+  hooks stay installed and pass straight through to torch's function while they are "out".
 """
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ import importlib.abc
 import importlib.machinery
 import inspect
 import sys
+import threading
 import warnings
 from types import CellType, FunctionType
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -34,28 +46,34 @@ from .signals import SHIELD
 _ABSENT = object()
 
 
+class Unseen:
+    """Set by compiled code that ran a hooked call the guard could not see (dynamo traced torch's
+    own function in its place). Compiled code only stores into it, and dynamo replays a store after
+    each run of its graph without guarding on the old value, so setting it recompiles nothing; the
+    hub reads and clears it eagerly (``Hub.feed``)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+
 class Patcher:
     def __init__(self) -> None:
         self._undo: List[Callable[[], None]] = []
         self._finder: Optional[_AfterImport] = None
         # (owner, name, original) for every replaced attribute: what the tests check after exit.
         self.replaced: List[Tuple[Any, str, Any]] = []
-        # (put in, take out, hold in) of every per-step hook, and whether they are in now.
-        self._per_step: List[Tuple[Callable[[], None], Callable[[], None], Callable[[], None]]] = []
+        # (put in, take out) of every per-step hook, and whether they are in now.
+        self._per_step: List[Tuple[Callable[[], None], Callable[[], None]]] = []
         self.per_step_in = True
-        self._held = False  # per-step hooks stay installed and pass through while out (dynamo loaded)
+        self._held = False  # per-step hooks stay installed and pass through while out (dynamo compiled)
 
     def wrap(self, owner: Any, name: str, make: Callable[[Any], Any], per_step: bool = False,
-             traceable: bool = False) -> None:
+             traceable: bool = False, hides: Optional[Unseen] = None) -> None:
         """Replace ``owner.name`` (defined on ``owner`` itself) by ``make(original)``.
-        ``traceable``: compiled code may call it; it then sees the original."""
+        ``traceable``: compiled code may trace the original, and then traces the original;
+        ``hides``: the flag such a compiled call sets (its events feed the checker)."""
         original = vars(owner)[name]
-        wrapper = make(original)
-        value = _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper
-        self.replace(owner, name, value, per_step)
-        if per_step and not traceable:
-            self._per_step[-1] = self._per_step[-1][:2] + (
-                lambda: setattr(owner, name, _passes_while_out(original, wrapper, self)),)
+        self.replace(owner, name, self.hook(original, make, per_step, traceable, hides), per_step)
 
     def replace(self, owner: Any, name: str, value: Any, per_step: bool = False) -> None:
         original = vars(owner).get(name, _ABSENT)
@@ -77,14 +95,12 @@ class Patcher:
             self.replaced.pop()
             raise
         if per_step:
-            put_in = lambda: setattr(owner, name, value)  # noqa: E731
-            self._add_per_step(put_in, undo, put_in)
+            self._add_per_step(lambda: setattr(owner, name, value), undo)
 
     def wrap_cell(self, cell: CellType, make: Callable[[Any], Any], per_step: bool = False,
-                  traceable: bool = False) -> None:
+                  traceable: bool = False, hides: Optional[Unseen] = None) -> None:
         original = cell.cell_contents
-        wrapper = make(original)
-        value = _compiled_sees(original, wrapper, self if per_step else None) if traceable else wrapper
+        value = self.hook(original, make, per_step, traceable, hides)
 
         def undo() -> None:
             cell.cell_contents = original
@@ -95,17 +111,23 @@ class Patcher:
             def put_in() -> None:
                 cell.cell_contents = value
 
-            def hold() -> None:
-                cell.cell_contents = value if traceable else _passes_while_out(original, wrapper, self)
+            self._add_per_step(put_in, undo)
 
-            self._add_per_step(put_in, undo, hold)
+    def hook(self, original: Any, make: Callable[[Any], Any], per_step: bool = False, traceable: bool = False,
+             hides: Optional[Unseen] = None) -> Any:
+        """What to install in place of ``original``: the hook ``make`` builds around it, behind a
+        dispatcher that keeps the guard out of compiled code (see _dispatcher). ``make`` only
+        defines the hook (it is called twice: around ``original`` itself, and around ``original``
+        as a compiled function's graph break must call it, see _as_called). A staticmethod stays
+        one."""
+        if isinstance(original, staticmethod):
+            return staticmethod(self.hook(original.__func__, lambda o: make(o).__func__, per_step, traceable, hides))
+        return _dispatcher(original, make(original), make(_as_called(original)), self if per_step else None,
+                           traceable, hides)
 
-    def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None],
-                      hold: Callable[[], None]) -> None:
-        self._per_step.append((put_in, take_out, hold))
-        if self._held:
-            hold()
-        elif not self.per_step_in:  # hooked after an import while they are out: out with the rest
+    def _add_per_step(self, put_in: Callable[[], None], take_out: Callable[[], None]) -> None:
+        self._per_step.append((put_in, take_out))
+        if not self._held and not self.per_step_in:  # hooked after an import while they are out
             take_out()
 
     @SHIELD.holder
@@ -122,7 +144,7 @@ class Patcher:
                 # From now on the hooks stay installed (see the module's docstring): each reads
                 # ``per_step_in`` and passes through to torch's function while out.
                 self._held = True
-                _run_all(self._per_step, 2)
+                _run_all(self._per_step, 0)
             if not self._held:
                 _run_all(self._per_step, 0 if put_in else 1)
         finally:
@@ -197,46 +219,123 @@ def _run_all(hooks: List[tuple], index: int) -> None:
 
 
 def _compiled_code_exists() -> bool:
-    """Has dynamo compiled a graph in this process? (Read without importing it: many programs
-    import dynamo through other modules and never compile anything.)"""
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None)
-    return counters is not None and counters["stats"]["unique_graphs"] > 0
+    """Has dynamo compiled a graph in this process? (Many programs import it, few compile.)"""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"] > 0
 
 
-def _compiled_sees(original: Any, wrapper: Any, patcher: Optional[Patcher]) -> Any:
-    """``wrapper`` as eager code calls it, ``original`` as dynamo traces it: ``is_compiling()`` is
-    a constant True while dynamo traces, so the compiled graph holds the original call and no
-    guard on the guard's own state. ``patcher``: a per-step hook, passing through while out."""
-    if not isinstance(wrapper, FunctionType):
-        return wrapper
-    from torch.compiler import is_compiling
+def nothing(*args, **kwargs) -> None:
+    """The original of a hook that torch calls back (the global optimizer step pre-hook)."""
+    return None
 
-    if patcher is None:
+
+class _Suspended(threading.local):
+    """The dynamo callback that a hook's own code suspended on this thread (see _dispatcher)."""
+
+    callback: Any = None
+
+
+_SUSPENDED = _Suspended()
+
+
+@functools.lru_cache(maxsize=1)
+def _dynamo():
+    """(is_compiling, set_eval_frame, skip_code, disable), importing dynamo on the first hook: a
+    program that steps an optimizer imports it anyway (Optimizer.step does). ``set_eval_frame``
+    and ``skip_code`` are private: torch.compiler.disable is built on the first, and the second
+    is the only way to have dynamo skip a frame that it still inlines when it traces a call."""
+    import torch.compiler
+    from torch._C._dynamo.eval_frame import set_eval_frame
+    from torch._dynamo.eval_frame import skip_code
+
+    return torch.compiler.is_compiling, set_eval_frame, skip_code, torch.compiler.disable
+
+
+def _dispatcher(original: Any, wrapper: Callable, reentering: Callable, patcher: Optional[Patcher],
+                traceable: bool, hides: Optional[Unseen]) -> Callable:
+    """What the guard installs: the hook (``wrapper``) where eager code calls it, out of sight of
+    dynamo everywhere.
+
+    - While dynamo traces (``is_compiling()``, a constant True to it), a ``traceable`` hook calls
+      ``original``, which dynamo then traces as it would without the guard (and sets ``hides``
+      when its call feeds the checker). A hook that is not traceable is installed wrapped in
+      ``torch.compiler.disable(recursive=False)``: the graph breaks at its call, as it breaks at
+      torch's own function, and the call runs eagerly. Nothing on these paths reads the guard's
+      state, so dynamo guards on none of it.
+    - ``hooked``'s own frame is never compiled (``skip_code``): eager code at a compiled
+      function's graph break that calls it would otherwise have dynamo compile it as a frame of
+      its own, with ``is_compiling()`` True (a graph for torch's function, and no check).
+    - The hook runs with dynamo off (``set_eval_frame(None)``, as ``torch.compiler.disable``
+      does), so no frame of the guard's checks is ever compiled and their ``.item()`` reads run
+      eagerly. Called by compiled code (dynamo's callback was on), the hook is ``reentering``,
+      built around ``original`` as _as_called runs it: with the callback back on, so that what
+      dynamo compiles under torch's function (the optimizer step inside ``GradScaler.step``, a
+      backward hook) is what it compiles without the guard.
+
+    ``patcher``: a per-step hook, which passes through while the hooks are out.
+    What the checks lose in compiled regions is listed in the README (runtime guard)."""
+    is_compiling, set_eval_frame, skip_code, disable = _dynamo()
+    suspended = _SUSPENDED
+
+    # The two bodies differ in their first branch only: a shared helper would cost every hooked
+    # call of every step one more frame.
+    if traceable:
         def hooked(*args, **kwargs):
             if is_compiling():
+                if hides is not None:
+                    hides.seen = True
                 return original(*args, **kwargs)
-            return wrapper(*args, **kwargs)
+            if patcher is not None and not patcher.per_step_in:
+                return original(*args, **kwargs)
+            prior = set_eval_frame(None)
+            if prior is None and suspended.callback is None:  # not called by compiled code
+                return wrapper(*args, **kwargs)
+            saved, suspended.callback = suspended.callback, prior
+            try:
+                return reentering(*args, **kwargs)
+            finally:
+                suspended.callback = saved
+                set_eval_frame(prior)
     else:
         def hooked(*args, **kwargs):
-            if is_compiling() or not patcher.per_step_in:
+            if patcher is not None and not patcher.per_step_in:
                 return original(*args, **kwargs)
-            return wrapper(*args, **kwargs)
+            prior = set_eval_frame(None)
+            if prior is None and suspended.callback is None:  # not called by compiled code
+                return wrapper(*args, **kwargs)
+            saved, suspended.callback = suspended.callback, prior
+            try:
+                return reentering(*args, **kwargs)
+            finally:
+                suspended.callback = saved
+                set_eval_frame(prior)
 
-    return functools.wraps(wrapper)(hooked)
+    skip_code(hooked.__code__)
+    hooked = functools.wraps(wrapper)(hooked)
+    return hooked if traceable else disable(hooked, recursive=False)
 
 
-def _passes_while_out(original: Any, wrapper: Any, patcher: Patcher) -> Any:
-    """A per-step hook held installed: torch's own function while the hooks are out."""
-    if not isinstance(wrapper, FunctionType):
-        return wrapper
+def _as_called(original: Any) -> Any:
+    """``original`` as a hook called by compiled code calls it: with the dynamo callback that the
+    hook's caller had (the hook's own code runs with none, see _dispatcher), so that the frames
+    torch's function calls back into are compiled, or not, as without the guard."""
+    suspended = _SUSPENDED
 
-    def hooked(*args, **kwargs):
-        if patcher.per_step_in:
-            return wrapper(*args, **kwargs)
-        return original(*args, **kwargs)
+    def called(*args, **kwargs):
+        prior = suspended.callback
+        if prior is None:
+            return original(*args, **kwargs)
+        set_eval_frame = _dynamo()[1]
+        suspended.callback = None
+        set_eval_frame(prior)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            set_eval_frame(None)
+            suspended.callback = prior
 
-    return functools.wraps(wrapper)(hooked)
+    return functools.wraps(original)(called)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

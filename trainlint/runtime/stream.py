@@ -8,16 +8,17 @@ from typing import Callable, List, Optional, Set
 
 class Stream:
     __slots__ = (
-        "state", "steps", "fetches", "backwards", "fetches_at_backward", "multi_batch",
+        "state", "steps", "steps_unseen", "fetches", "backwards", "fetches_at_backward", "multi_batch",
         "scaled", "busy", "scaler_step", "scaler_stepped", "pending_sync", "fp16_autocast",
         "accumulating", "last_step_site", "backward_total", "zeroed_after", "stepping", "window_sites",
         "fetches_at_window",
-        "cycle", "cycle_fetches", "loader", "pending_pass", "watch",
+        "cycle", "cycle_fetches", "loader", "pending_pass", "watch", "wrapped_passes",
     )
 
     def __init__(self, state: tuple) -> None:
         self.state = state  # the shared checker's state
         self.steps = 0  # optimizer steps so far (TL810 messages name the step)
+        self.steps_unseen = False  # compiled code stepped too, uncounted (the hub's ``unseen``)
         self.fetches = 0  # DataLoader batches fetched so far
         # The accumulation window: backward passes since the last step or zero_grad.
         self.backwards = 0
@@ -50,6 +51,9 @@ class Stream:
         # The no_grad block of this thread watched for parameters updated by hand (hooks_hand);
         # an optimizer step inside it stops the watch.
         self.watch: Optional[object] = None
+        # ids of the loaders that wrap a DataLoader and read ahead whose pass is under way (their
+        # pass, not the DataLoader's, ends the pass over the data: see hooks_data)
+        self.wrapped_passes: Set[int] = set()
 
     def backward(self, scaled: bool, site=None, shared_graph: bool = False) -> None:
         """One backward pass. ``shared_graph``: retain_graph=True, several losses of one forward."""

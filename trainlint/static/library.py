@@ -35,7 +35,7 @@ _EVENTS = {kind.value: kind for kind in (
 )}
 
 
-_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses", "answers", "one_rank")
+_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses", "answers", "one_rank", "loader_passes")
 
 
 class LibraryError(ValueError):
@@ -131,6 +131,18 @@ class DescribedLoss:
     unless_true: Optional[str] = None  # a keyword that, set, makes the loss something else
 
 
+@dataclass(frozen=True)
+class LoaderPass:
+    """A loader class that iterates a DataLoader inside its own iteration, reading ahead: the pass
+    over the data runs from its ``begins`` method to its ``ends`` method, not until the DataLoader
+    inside runs out (for the runtime guard: where an accumulation window must be closed)."""
+
+    module: str
+    name: str  # the class, defined in ``module``
+    begins: str
+    ends: str
+
+
 @dataclass
 class Library:
     objects: List[Tuple[_Names, Constructed]]
@@ -146,6 +158,7 @@ class Library:
     # qualified names, and (receiver role, method names) for methods used as decorators.
     one_rank: List[_Names]
     one_rank_methods: Dict[str, Optional[str]]  # method name -> receiver role
+    loader_passes: List[LoaderPass]
     digest: str  # identifies the descriptions (cache entries depend on them)
     mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
     # (qualified, name) -> answer: every call of every file asks, and the answer never changes
@@ -275,6 +288,17 @@ def _effects(source: str, values: Any) -> Tuple[Effect, ...]:
     return tuple(effects)
 
 
+def _loader_passes(source: str, entry: Mapping[str, Any]) -> List[LoaderPass]:
+    """The guard imports each class by its name and hooks the two methods it defines itself."""
+    begins, ends = entry.get("begins"), entry.get("ends")
+    if not all(isinstance(m, str) and m.isidentifier() for m in (begins, ends)) or set(entry) - {"classes", "begins", "ends"}:
+        raise LibraryError(f"{source}: a loader pass is {{ classes, begins = \"method\", ends = \"method\" }}, got {entry!r}")
+    names = _names(source, {"calls": entry.get("classes")})
+    if any(not glob.isidentifier() for _, glob in names.patterns):
+        raise LibraryError(f"{source}: a loader pass names its classes exactly, got {entry['classes']!r}")
+    return [LoaderPass(module, name, begins, ends) for module, name in names.patterns]
+
+
 def _method_names(source: str, entry: Mapping[str, Any]) -> List[str]:
     names = entry.get("names")
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
@@ -284,7 +308,7 @@ def _method_names(source: str, entry: Mapping[str, Any]) -> List[str]:
 
 def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
     """One Library from ``(source, table)`` pairs; a later table (the project's) takes precedence."""
-    library = Library([], {}, [], {}, [], [], [], [], [], {}, "")
+    library = Library([], {}, [], {}, [], [], [], [], [], {}, [], "")
     fingerprint = []
     for source, table in tables:
         fingerprint.append(table)
@@ -338,6 +362,8 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
                 library.one_rank.insert(0, _names(source, entry))
             for name in entry.get("names", []):
                 library.one_rank_methods[name] = _role(source, entry["role"]) if "role" in entry else None
+        library.loader_passes[:0] = [passes for entry in table.get("loader_passes", [])
+                                     for passes in _loader_passes(source, entry)]
     library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
     library.mentions = _mentions(library)
     return library
