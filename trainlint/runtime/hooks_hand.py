@@ -46,6 +46,7 @@ from .hooks_optim import begin_step, emit_zero_grad
 from .sites import Site, user_code, user_site
 
 _TRAINLINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_DYNAMO_DIR = os.sep + os.path.join("torch", "_dynamo") + os.sep
 _NO_SOURCES: FrozenSet[int] = frozenset()
 
 
@@ -223,7 +224,8 @@ def install(patcher, hub) -> None:
     def users_block(frame) -> bool:
         """Is the no_grad block starting in ``frame`` the user's (past the guard's own wrappers;
         for a function decorated with no_grad, that function rather than torch's decorator)?"""
-        while frame.f_code.co_filename.startswith(_TRAINLINT_DIR):
+        # past the guard's frames and dynamo's disable wrapper around them (torch.compiler.disable)
+        while frame.f_code.co_filename.startswith(_TRAINLINT_DIR) or _DYNAMO_DIR in frame.f_code.co_filename:
             frame = frame.f_back
         code = frame.f_code
         verdict = verdicts.get(code)
