@@ -396,6 +396,23 @@ class ModuleModel:
                     self._assigned.setdefault(key, []).append(value)
         return self._assigned.get(path, [])
 
+    def values_in_scope(self, path: str, fn: Optional[Function]) -> List[cst.BaseExpression]:
+        """What ``path`` can hold where ``fn`` reads it: ``self.x`` as the class's methods set it, a
+        local as this function (or an enclosing one) assigns it, a free name as the module does. A
+        parameter holds what callers pass, which is not another function's local of the same name."""
+        if fn is None:
+            return [value for target, value in self.module_assigns if dotted(target) == path]
+        head = path.split(".", 1)[0]
+        if head == "self" and fn.cls is not None:
+            return [value for _, value in self.assignments_in_class(fn.cls, path)]
+        scope: Optional[Function] = fn
+        while scope is not None:
+            local = [value for target, value in scope.assigns if dotted(target) == path]
+            if local or head in scope.params:
+                return local
+            scope = scope.parent
+        return [value for target, value in self.module_assigns if dotted(target) == path]
+
     def assignments_in_class(self, cls: str, path: str) -> List[Tuple[Function, cst.BaseExpression]]:
         """(method, value) for every assignment to ``path`` in the methods of class ``cls``: what
         ``self.x`` is for that class (indexed once)."""

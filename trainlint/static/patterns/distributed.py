@@ -56,7 +56,7 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
     if not path:
         return None
     wraps = _wraps(ctx)
-    for value in _values_in_scope(ctx, path, save.function if save is not None else None):
+    for value in ctx.model.values_in_scope(path, save.function if save is not None else None):
         if not isinstance(value, cst.Call):
             continue
         last = (dotted(value.func) or "").rsplit(".", 1)[-1]
@@ -76,24 +76,6 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
                 continue  # wrapped on some paths only: not proven where this save runs
         return kind
     return None
-
-
-def _values_in_scope(ctx: Context, path: str, fn) -> List[cst.BaseExpression]:
-    """What ``path`` can hold where ``fn`` reads it: ``self.x`` as the class's methods set it, a
-    local as this function (or an enclosing one) assigns it, a free name as the module does. A
-    parameter holds what callers pass, which is not another function's local of the same name."""
-    if fn is None:
-        return [value for target, value in ctx.model.module_assigns if dotted(target) == path]
-    head = path.split(".", 1)[0]
-    if head == "self" and fn.cls is not None:
-        return [value for _, value in ctx.model.assignments_in_class(fn.cls, path)]
-    scope = fn
-    while scope is not None:
-        local = [value for target, value in scope.assigns if dotted(target) == path]
-        if local or head in scope.params:
-            return local
-        scope = scope.parent
-    return [value for target, value in ctx.model.module_assigns if dotted(target) == path]
 
 
 def _wraps(ctx: Context):

@@ -441,10 +441,7 @@ def _built_as_other_than_list(ctx: Context, receiver: cst.BaseExpression, fn: Op
     objects = ctx.model.objects.eval(receiver, fn)  # also what a caller hands a helper's parameter
     if objects and all(o.cls is not None or o.role is not None for o in objects):
         return True
-    if path.startswith("self.") and fn is not None and fn.cls is not None:
-        values = [value for _, value in ctx.model.assignments_in_class(fn.cls, path)]
-    else:
-        values = [value for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns) if dotted(target) == path]
+    values = ctx.model.values_in_scope(path, fn)
     builds_list = any(isinstance(value, (cst.List, cst.ListComp)) or isinstance(value, cst.Call) and
                       (dotted(value.func) or "") in _LIST_BUILDERS for value in values)
     return not builds_list and any(isinstance(value, cst.Call) for value in values)
