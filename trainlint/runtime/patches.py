@@ -241,15 +241,18 @@ _SUSPENDED = _Suspended()
 
 @functools.lru_cache(maxsize=1)
 def _dynamo():
-    """(is_compiling, set_eval_frame, skip_code, disable), importing dynamo on the first hook: a
-    program that steps an optimizer imports it anyway (Optimizer.step does). ``set_eval_frame``
-    and ``skip_code`` are private: torch.compiler.disable is built on the first, and the second
-    is the only way to have dynamo skip a frame that it still inlines when it traces a call."""
+    """(is_compiling, set_eval_frame, skip_code, skip), importing dynamo on the first hook: a
+    program that steps an optimizer imports it anyway (Optimizer.step does). The last three are
+    private: torch.compiler.disable is built on ``set_eval_frame``; ``skip_code`` is the only way
+    to have dynamo skip a frame that it still inlines when it traces a call; ``skip`` is
+    ``torch.compiler.disable(recursive=False)`` without its wrapper's frame, which would stand
+    between the user's code and the hook (hooks read their caller's frame)."""
     import torch.compiler
     from torch._C._dynamo.eval_frame import set_eval_frame
+    from torch._dynamo.decorators import skip
     from torch._dynamo.eval_frame import skip_code
 
-    return torch.compiler.is_compiling, set_eval_frame, skip_code, torch.compiler.disable
+    return torch.compiler.is_compiling, set_eval_frame, skip_code, skip
 
 
 def _dispatcher(original: Any, wrapper: Callable, reentering: Callable, patcher: Optional[Patcher],
@@ -259,9 +262,10 @@ def _dispatcher(original: Any, wrapper: Callable, reentering: Callable, patcher:
 
     - While dynamo traces (``is_compiling()``, a constant True to it), a ``traceable`` hook calls
       ``original``, which dynamo then traces as it would without the guard (and sets ``hides``
-      when its call feeds the checker). A hook that is not traceable is installed wrapped in
-      ``torch.compiler.disable(recursive=False)``: the graph breaks at its call, as it breaks at
-      torch's own function, and the call runs eagerly. Nothing on these paths reads the guard's
+      when its call feeds the checker). A hook that is not traceable is marked as dynamo's
+      ``skip`` marks a function (``torch.compiler.disable(recursive=False)``, less its wrapper):
+      the graph breaks at its call, as it breaks at torch's own function, and the call runs
+      eagerly. Nothing on these paths reads the guard's
       state, so dynamo guards on none of it.
     - ``hooked``'s own frame is never compiled (``skip_code``): eager code at a compiled
       function's graph break that calls it would otherwise have dynamo compile it as a frame of
@@ -275,7 +279,7 @@ def _dispatcher(original: Any, wrapper: Callable, reentering: Callable, patcher:
 
     ``patcher``: a per-step hook, which passes through while the hooks are out.
     What the checks lose in compiled regions is listed in the README (runtime guard)."""
-    is_compiling, set_eval_frame, skip_code, disable = _dynamo()
+    is_compiling, set_eval_frame, skip_code, skip = _dynamo()
     suspended = _SUSPENDED
 
     # The two bodies differ in their first branch only: a shared helper would cost every hooked
@@ -313,7 +317,7 @@ def _dispatcher(original: Any, wrapper: Callable, reentering: Callable, patcher:
 
     skip_code(hooked.__code__)
     hooked = functools.wraps(wrapper)(hooked)
-    return hooked if traceable else disable(hooked, recursive=False)
+    return hooked if traceable else skip(hooked)
 
 
 def _as_called(original: Any) -> Any:
