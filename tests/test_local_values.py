@@ -7,7 +7,6 @@ import libcst as cst
 
 from trainlint.static.local_values import LocalValues
 from trainlint.static.module import ModuleModel
-from trainlint.static.patterns import Context
 from trainlint.static.values import UNKNOWN
 from trainlint.static.walk import walk
 
@@ -35,7 +34,7 @@ def _steps_at_print(source: str):
     model = ModuleModel(cst.parse_module(source), source)
     fn = model.functions["training_function"]
     statement = next(n for n in walk(fn.node) if isinstance(n, cst.Call) and getattr(n.func, "value", None) == "print")
-    return LocalValues(Context(model, model.sites()), fn).value(cst.Name("steps"), statement)
+    return LocalValues(model, fn).value(cst.Name("steps"), statement)
 
 
 def test_a_branch_the_constant_arguments_never_take_leaves_the_value():
@@ -78,4 +77,4 @@ def test_an_assignment_later_in_a_loop_may_be_seen_on_the_next_iteration():
     model = ModuleModel(cst.parse_module(source), source)
     fn = model.functions["training_function"]
     statement = next(n for n in walk(fn.node) if isinstance(n, cst.Call) and getattr(n.func, "value", None) == "print")
-    assert LocalValues(Context(model, model.sites()), fn).value(cst.Name("steps"), statement) is UNKNOWN
+    assert LocalValues(model, fn).value(cst.Name("steps"), statement) is UNKNOWN

@@ -82,6 +82,9 @@ class Event:
     accum: Optional[str] = None  # OPTIMIZER_STEP: how the code names k, for messages
     cadence: Optional[str] = None  # SCHEDULER_STEP: one of the CADENCE_* kinds
     shuffle: Optional[bool] = None  # LOADER_ITER: the loader's DistributedSampler shuffles
+    # LOADER_ITER: the setting that decides whether it shuffles, where the program leaves it to one
+    # (``shuffle=cfg["shuffle"]``): a run with it on is one of the program's runs
+    shuffle_when: Optional[str] = None
     sampler: Optional[str] = None  # LOADER_ITER: its DistributedSampler (None: none known)
     via_scaler: bool = False  # OPTIMIZER_STEP: scaler.step(optimizer); CLIP: threshold times the loss scale
     manages_grads: bool = False  # OPTIMIZER_STEP: step(closure) (LBFGS) or an engine step handles grads

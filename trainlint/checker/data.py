@@ -40,7 +40,7 @@ class SamplerEpochs(Invariant):
             # A call we cannot read received the loader or sampler: it may call set_epoch.
             entries = tuple(e._replace(epoch_set=True) if reaches(ev, e.sampler) else e for e in state.entries)
             return _SamplerState(entries), []
-        if ev.kind is EventKind.LOADER_ITER and ev.sampler is not None and ev.shuffle:
+        if ev.kind is EventKind.LOADER_ITER and ev.sampler is not None and (ev.shuffle or ev.shuffle_when):
             found = []
             entries = list(state.entries)
             index = next((i for i, e in enumerate(entries) if e.sampler == ev.sampler), None)
@@ -55,9 +55,10 @@ class SamplerEpochs(Invariant):
 
     def message(self, v: Violation, line_of: LineOf) -> str:
         sampler = v.at.sampler or "the DistributedSampler"
+        shuffles = "shuffles" if v.at.shuffle else f"shuffles when {v.at.shuffle_when} is true"
         return (
             f"{v.at.label} starts another epoch over a loader whose DistributedSampler {sampler} "
-            f"shuffles, but {sampler}.set_epoch(epoch) is never called in the epoch loop: every "
+            f"{shuffles}, but {sampler}.set_epoch(epoch) is never called in the epoch loop: every "
             f"epoch sees the same order on every rank; call {sampler}.set_epoch(epoch) at the top "
             f"of the epoch loop."
         )

@@ -515,10 +515,13 @@ class Extractor:
         if role is None or role.kind != LOADER or role.sampler is None:
             return None
         sampler_role = self.role(role.sampler)
-        shuffle = sampler_role.shuffle if sampler_role is not None and sampler_role.kind == SAMPLER else None
+        is_sampler = sampler_role is not None and sampler_role.kind == SAMPLER
+        shuffle = sampler_role.shuffle if is_sampler else None
+        shuffle_when = sampler_role.shuffle_when if is_sampler else None
         written = dotted(base) or loader  # as the loop reads it (a callee's parameter: its own name)
         label = f"for ... in {written}" if isinstance(node, cst.For) else f"iter({written})"
-        return self._event(node, kind=EventKind.LOADER_ITER, target=loader, sampler=role.sampler, shuffle=shuffle, label=label)
+        return self._event(node, kind=EventKind.LOADER_ITER, target=loader, sampler=role.sampler, shuffle=shuffle,
+                           shuffle_when=shuffle_when, label=label)
 
     def _handed_back(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         """The argument a function of the module or project hands back, as is or wrapped in a

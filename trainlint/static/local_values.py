@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import libcst as cst
 
 from .calls import parameters_given
-from .module import Function
+from .module import Function, ModuleModel
 from .values import UNKNOWN
 from .walk import children
 
@@ -35,10 +35,10 @@ _CONVERSIONS: Dict[str, Callable[[Any], Any]] = {"int": int, "float": float, "bo
 
 
 class LocalValues:
-    def __init__(self, ctx, fn: Function, command_line: bool = True) -> None:
+    def __init__(self, model: ModuleModel, fn: Function, command_line: bool = True) -> None:
         """``command_line=False``: a command-line default is not taken for the value (a launcher
         passes ``--local_rank`` to every process, whatever its default is)."""
-        self._ctx = ctx
+        self._model = model
         self._fn = fn
         self._command_line = command_line
         # (position in the function, target name, the assignment, the if-tests guarding it (test, taken branch))
@@ -94,7 +94,7 @@ class LocalValues:
             left, right = self.value(expr.left, at, depth + 1), self.value(expr.right, at, depth + 1)
             if left is UNKNOWN or right is UNKNOWN:
                 return UNKNOWN
-            return self._ctx.model.values.value(cst.BinaryOperation(_literal(left), expr.operator, _literal(right)))
+            return self._model.values.value(cst.BinaryOperation(_literal(left), expr.operator, _literal(right)))
         if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
             holder = self.value(expr.value, at, depth + 1)
             key = self.value(expr.slice[0].slice.value, at, depth + 1)
@@ -112,7 +112,7 @@ class LocalValues:
     def _module_value(self, expr: cst.BaseExpression) -> Any:
         if not self._command_line and isinstance(expr, cst.Attribute):
             return UNKNOWN  # ``args.x``: a default, or a dataclass field, the caller may set
-        return self._ctx.model.values.value(expr)
+        return self._model.values.value(expr)
 
     def _name(self, name: str, at: cst.CSTNode, depth: int) -> Any:
         before = self._position.get(id(at), len(self._position) + 1)
@@ -144,13 +144,13 @@ class LocalValues:
         = config`` in ``__init__``, read there), if the class assigns it exactly once."""
         if self._fn.cls is None:
             return UNKNOWN
-        stores = self._ctx.model.assignments_in_class(self._fn.cls, f"self.{expr.attr.value}")
+        stores = self._model.assignments_in_class(self._fn.cls, f"self.{expr.attr.value}")
         if len(stores) != 1:
             return UNKNOWN
         method, value = stores[0]
-        statement = next((node for node in self._ctx.model.subtree(method.node)
+        statement = next((node for node in self._model.subtree(method.node)
                           if isinstance(node, cst.Assign) and node.value is value), None)
-        return LocalValues(self._ctx, method, self._command_line).value(value, statement, depth + 1) \
+        return LocalValues(self._model, method, self._command_line).value(value, statement, depth + 1) \
             if statement is not None else UNKNOWN
 
     def _taken(self, guards, at: cst.CSTNode, depth: int) -> Optional[bool]:
@@ -169,9 +169,9 @@ class LocalValues:
 
     def _argument(self, param: str, depth: int) -> Any:
         """The value every call of the function in this module passes (or leaves at the default)."""
-        callers = self._ctx.sites.calls_of(self._fn)
+        callers = self._model.sites().calls_of(self._fn)
         if self._fn.name == "__init__" and self._fn.cls is not None:
-            callers = [site for site in self._ctx.sites.named(self._fn.cls) if isinstance(site.call.func, cst.Name)]
+            callers = [site for site in self._model.sites().named(self._fn.cls) if isinstance(site.call.func, cst.Name)]
         if not callers:
             return UNKNOWN
         default = next((p.default for p in self._fn.node.params.params + self._fn.node.params.kwonly_params
@@ -182,7 +182,7 @@ class LocalValues:
             if given is None:
                 return UNKNOWN
             scope = caller.function
-            found = LocalValues(self._ctx, scope, self._command_line).value(given, caller.statement, depth + 1) \
+            found = LocalValues(self._model, scope, self._command_line).value(given, caller.statement, depth + 1) \
                 if scope is not None else _dict(given, self._module_value) if isinstance(given, cst.Dict) \
                 else self._module_value(given)
             if found is UNKNOWN:

@@ -25,8 +25,10 @@ import libcst as cst
 
 from . import library
 from .calls import arg, parameters_given
+from .local_values import LocalValues
 from .names import access_path, dotted, plain_key
 from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role, classify_constructor
+from .values import UNKNOWN
 
 if TYPE_CHECKING:
     from .module import Function, ModuleModel
@@ -518,8 +520,15 @@ class ObjectFlow:
 
     def _constructed(self, call, role: Role, fn, bound, depth) -> Obj:
         if role.kind == SAMPLER and role.shuffle is None:
-            # ``shuffle=SHUFFLE`` / ``shuffle=args.shuffle``: a constant or the command line's default
-            role = replace(role, shuffle=self.model.values.boolean(arg(call, 3, "shuffle")))
+            # ``shuffle=SHUFFLE`` / ``shuffle=args.shuffle``: a constant or the command line's
+            # default; ``shuffle=shuffle``: what every caller of the function passes
+            given = arg(call, 3, "shuffle")
+            value = self.model.values.boolean(given)
+            if value is None and fn is not None and given is not None:
+                found = LocalValues(self.model, fn).value(given, call)
+                value = None if found is UNKNOWN else bool(found)
+            if value is not None:
+                role = replace(role, shuffle=value, shuffle_when=None)
         obj = self._allocate(call, role, dotted(call.func) or "object")
         if role.kind == LOADER:
             sampler = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "sampler"), None)

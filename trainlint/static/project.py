@@ -347,6 +347,8 @@ class Project:
         if self.installed_as is not None and parts and parts[0] != self.installed_as:
             # another distribution installed beside the checked package is not its project
             bases = [base for base in bases if base.name not in _INSTALL_DIRECTORIES]
+        if not level and parts and importer is not None and importer.path is not None:
+            bases = bases + _named_ancestors(_directory_of(importer.path), parts[0])
         key = (tuple(bases), ".".join(parts))
         if key not in _FOUND:
             _FOUND[key] = _first_file(bases, parts)
@@ -399,7 +401,8 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
         module_name, defined = imported
         path = project._find(module_name, importer)
         if path is None or path in _FOLLOWING or not (
-                _text_matches(path, text) or _may_reexport(path, defined) or (classes and _defines_class(path, defined))):
+                _text_matches(path, text) or _may_reexport(path, defined) or (classes and _defines_class(path, defined))
+                or _builds_elsewhere(path, defined)):
             return None
         other = known.get(path)
         if other is None:
@@ -505,6 +508,14 @@ def _definition_may_train(path: Path, name: str) -> bool:
     return False
 
 
+def _builds_elsewhere(path: Path, name: str) -> bool:
+    """Does the top-level function ``name`` of the module at ``path`` call what that module
+    imports from modules that may be the project's (``M(opt)`` after ``from models.plain import
+    Plain as M``)? Its result can then be an object made there: a builder that picks a class."""
+    blocks = _definition_blocks(path)
+    return name in blocks and bool(blocks[name][1] & blocks.imported)
+
+
 class _Blocks(dict):
     """Top-level name -> (its text has event text, the names it calls), and the names imported
     from modules that could be the project's."""
@@ -550,6 +561,17 @@ def _definition_blocks(path: Path) -> _Blocks:
     while len(_BLOCKS) > MAX_PARSED * 4:
         _BLOCKS.popitem(last=False)
     return blocks
+
+
+def _named_ancestors(directory: Path, package: str) -> List[Path]:
+    """Where ``import package.x`` from a module in ``directory`` finds ``package`` when the module
+    sits inside a directory of that name (``from models.gan import GAN`` in models/select.py,
+    a folder without ``__init__.py``): the program runs from the folder above, so that is a root."""
+    chain = [directory, *directory.parents][:_PACKAGE_DEPTH]
+    return [d.parent for d in chain if d.name == package]
+
+
+_PACKAGE_DEPTH = 4  # directories above an importer looked at for the package it names
 
 
 def _first_file(bases: List[Path], parts: List[str]) -> Optional[Path]:

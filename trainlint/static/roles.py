@@ -41,6 +41,7 @@ class Role:
     cadence: Optional[str] = None  # schedulers
     optimizer: Optional[str] = None  # schedulers: access path of their optimizer
     shuffle: Optional[bool] = None  # DistributedSampler: literal shuffle value (None: not literal)
+    shuffle_when: Optional[str] = None  # DistributedSampler: the expression given for shuffle, not literal
     sampler: Optional[str] = None  # loaders: access path of their DistributedSampler
     reduction: Optional[str] = None  # loss modules: "mean" | "sum" | "none" | None (not literal)
     module: Optional[str] = None  # optimizers: the model whose parameters they update
@@ -156,7 +157,8 @@ def classify_constructor(call: cst.Call, imports: ImportMap, expand: Optional[Ex
         shuffle = kwarg(call, "shuffle")
         positional_shuffle = arg(call, 3, "shuffle")
         value = True if shuffle is None and positional_shuffle is None else literal_bool(positional_shuffle)
-        return Role(SAMPLER, shuffle=value)
+        given = None if value is not None or positional_shuffle is None else _setting(positional_shuffle)
+        return Role(SAMPLER, shuffle=value, shuffle_when=given)
     if last == "DataLoader" and (not resolved or qualified.startswith("torch")):
         sampler = kwarg(call, "sampler")
         return Role(LOADER, sampler=access_path(sampler.value) if sampler is not None else None)
@@ -172,6 +174,14 @@ def classify_constructor(call: cst.Call, imports: ImportMap, expand: Optional[Ex
         params = arg(call, 0, "params")
         return Role(OPTIMIZER, module=params_owner(params, expand), modules=params_owners(params, expand))
     return _library_role(call, qualified, last, expand)
+
+
+def _setting(expr: cst.BaseExpression) -> Optional[str]:
+    """How the program spells a flag it leaves to a setting (``cfg["shuffle"]``), for messages;
+    ``None`` (falsy, like ``False``) is no setting."""
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return None
+    return cst.Module([]).code_for_node(expr)
 
 
 def _library_role(call: cst.Call, qualified: str, last: str, expand: Optional[Expand]) -> Optional[Role]:

@@ -42,7 +42,7 @@ def _never_taken(ctx: Context, site) -> bool:
     default: ``--local_rank`` defaults to -1 and every process a launcher starts gets its own."""
     if site.function is None or not site.tests:
         return False
-    values = LocalValues(ctx, site.function, command_line=False)
+    values = LocalValues(ctx.model, site.function, command_line=False)
     return any(_falsy(values.value(test, site.statement)) for test in site.tests)
 
 

@@ -67,7 +67,7 @@ def _remainder_match(ctx: Context, loop: cst.For, boundary: cst.If, statements: 
     runs_again = bool(epochs) or (fn is not None and not fn_callers)
     # ``--gradient-accumulation-steps`` defaulting to 1: as shipped, nothing accumulates.
     off_by_default = ctx.model.values.number(k) == 1 or (
-        fn is not None and isinstance(k, cst.Name) and LocalValues(ctx, fn).value(k, boundary) == 1)
+        fn is not None and isinstance(k, cst.Name) and LocalValues(ctx.model, fn).value(k, boundary) == 1)
     if runs_again and not zeroed and divided and not off_by_default:
         return Match("TL202", boundary, lambda line_of: (
             f"the accumulation boundary `if {test}:` never fires for the last micro-batches of an "
