@@ -1,8 +1,9 @@
 """Events from syntax: which calls are zero_grad, backward, clip, steps, set_epoch, loader passes.
 
-A call's receiver is judged by its role (see roles.py); receivers no assignment explains fall back
-to naming conventions (``opt_g``, ``lr_scheduler``, ``scaler``). Events are cached per call site and
-context so the same statement on different paths is the same event (findings dedupe by identity).
+A call's receiver is judged by its role: the objects that can reach it (objects.py), or what the
+methods called on it tell (``x.step(optimizer)`` and ``x.update()``: a scaler); a receiver nothing
+explains makes no event, whatever it is called. Events are cached per call site and context so
+the same statement on different paths is the same event (findings dedupe by identity).
 """
 from __future__ import annotations
 

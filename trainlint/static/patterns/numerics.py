@@ -329,10 +329,19 @@ def _called_module_output(model: ModuleModel, func: cst.BaseExpression, fn: Opti
     that path a module that does."""
     if isinstance(func, cst.Call):
         return _module_output(model, func, ops, depth, fn, bound, call, fn, model)
+    if fn is not None and fn.cls is not None and fn.params and isinstance(func, cst.Name) and func.value == fn.params[0] \
+            and _bound_value(bound, fn, func.value) is None and not _static(fn):
+        # ``self(x)`` in a method: the instance's own forward
+        return _forward_output(model, fn.cls, fn.cls, ops, depth, bound, call, fn, model)
     path = dotted(func)
     if path is None:
         return None
     return _named_module_output(model, path, fn, ops, depth, bound, call)
+
+
+def _static(fn: Function) -> bool:
+    """A ``@staticmethod``: its first parameter is no instance."""
+    return any(dotted(d.decorator) == "staticmethod" for d in fn.node.decorators)
 
 
 def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
@@ -403,7 +412,13 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             else _module_output(model, ret, ops, depth + 1, builder, bound)
             for ret in builder.returns
         ])
-    forward = model.method_of_class(dotted(value.func) or "", "forward")
+    return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller)
+
+
+def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: int, bound: Bindings,
+                    call: Optional[cst.Call], caller_scope: Optional[Function], caller: Optional[ModuleModel]) -> Optional[str]:
+    """What the forward of the class at ``class_path`` returns when ``call`` calls an instance."""
+    forward = model.method_of_class(class_path, "forward")
     if forward is None or not forward.returns:
         return None
     owner = forward.owner or model

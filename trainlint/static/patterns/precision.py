@@ -1,7 +1,6 @@
 """Mixed precision: TL401 float16 autocast with no GradScaler."""
 from __future__ import annotations
 
-import re
 from typing import Iterable, Optional
 
 import libcst as cst
@@ -13,7 +12,13 @@ from . import Context, Match
 from .loops import is_no_grad, no_grad_function
 
 
-_SCALER = re.compile(r"scaler", re.IGNORECASE)
+def _may_be_scaler(ctx: Context, site) -> bool:
+    """``x.scale(loss)`` where ``x`` is no object the program built as something else: a loss
+    scaler handed in or built elsewhere, whatever it is called."""
+    if site.receiver is None:
+        return False
+    role = ctx.model.roles.get(site.receiver)
+    return role is None or role.kind == SCALER
 
 
 def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
@@ -38,7 +43,7 @@ def _autocast_dtype(ctx: Context, call: cst.Call) -> Optional[str]:
 def fp16_without_scaler(ctx: Context) -> Iterable[Match]:
     if any(role.kind == SCALER for role in ctx.model.roles.roles.values()):
         return
-    if any(site.name in ("GradScaler", "ShardedGradScaler") or (site.name == "scale" and _SCALER.search(site.receiver or ""))
+    if any(site.name in ("GradScaler", "ShardedGradScaler") or (site.name == "scale" and _may_be_scaler(ctx, site))
            for site in ctx.sites.sites):
         return  # a scaler is made or used (scaler.scale(loss)), perhaps built elsewhere
     if not ctx.sites.named("backward", "manual_backward"):
