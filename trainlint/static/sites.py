@@ -5,7 +5,6 @@ tree: one pass, shared by all of them.
 """
 from __future__ import annotations
 
-import re
 import weakref
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
@@ -37,9 +36,6 @@ class CallSite:
     def receiver(self) -> Optional[str]:
         func = self.call.func
         return dotted(func.value) if isinstance(func, cst.Attribute) else None
-
-
-_TRAINING_ROUTINE = re.compile(r"^(train|fit)(_one)?(_epoch|_step|_loop)?$")
 
 
 class SiteIndex:
@@ -164,13 +160,19 @@ class SiteIndex:
         such as an imported train_one_epoch): what makes a loop a training loop."""
         if site.name in ("backward", "manual_backward") or "backward" in site.name:
             return True
-        if _TRAINING_ROUTINE.match(site.name) and self.local_callee(site) is None:
-            # ``model.train()`` is a mode switch, not a training routine.
-            return not (site.name == "train" and isinstance(site.call.func, cst.Attribute))
+        if self.local_callee(site) is None and self._trains_in_project(site):
+            return True
         if site.name == "step":
             role = self.model.roles.get(site.receiver)
             return role is not None and role.kind in ("optimizer", "scaler")
         return False
+
+    def _trains_in_project(self, site: CallSite) -> bool:
+        """A call of another module's project function whose definition (or what it calls) has
+        the text of a training event (read without parsing: see ``Project.may_train``)."""
+        project = self.model.project
+        name = dotted(site.call.func)
+        return project is not None and name is not None and project.may_train(self.model, name)
 
     def trains(self, fn: Function, depth: int = 0) -> bool:
         """Does this function (or a local function it calls) backpropagate or step an optimizer?"""
