@@ -395,8 +395,16 @@ class ObjectFlow:
         ``optimizer = self.optimizer`` steps with ``self.optimizer.step()``)."""
         if fn is None:
             return self._free_at_module_level(path, head)
+        if path == "self" and _method_class(fn) is not None:
+            # the instance itself, handed on (``build_loader(dataset, self)``): one per class,
+            # holding what its methods store on ``self``
+            key: tuple = ("instance", _method_class(fn))
+            obj = self._outside.get(key)
+            if obj is None:
+                obj = self._outside[key] = Obj(None, path, cls=_method_class(fn), module=self.model, origin=path)
+            return obj
         if head == "self" and path != "self" and _method_class(fn) is not None:
-            key: tuple = ("class", _method_class(fn), path)
+            key = ("class", _method_class(fn), path)
         elif head in fn.params and head not in ("self", "cls"):
             key = (id(fn.node), path)
         else:
