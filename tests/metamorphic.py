@@ -2199,7 +2199,7 @@ def _split(info: FileInfo, context: ProjectContext, package: bool) -> Optional[D
         return None
     directory = _directory(info.path)
     in_package = _in_package(context.files, info.path)
-    dot = "." if in_package else ""
+    dot = "." if in_package else _namespace_prefix(context, info.path)
     names = [f.name.value for f in functions]
     code = cst.Module(body=[])
     bodies = "\n\n".join(code.code_for_node(f.with_changes(leading_lines=[])).rstrip("\n") + "\n" for f in functions)
@@ -2226,6 +2226,20 @@ def _split(info: FileInfo, context: ProjectContext, package: bool) -> Optional[D
     edits[id(first)] = lambda n, first=first: [_stmt(import_line).with_changes(leading_lines=first.leading_lines)]
     out[info.path] = info.code(edits)
     return out
+
+
+def _namespace_prefix(context: ProjectContext, path: str) -> str:
+    """``nets.`` for nets/picker.py in a folder without ``__init__.py`` that another file imports
+    as ``nets.picker``: the program runs from the folder above, so a sibling module is imported
+    as ``nets.helpers`` (a bare ``helpers`` would not be found); "" for a script's own folder."""
+    directory = _directory(path)
+    if not directory:
+        return ""
+    dotted_module = path[:-len(".py")].replace("/", ".")
+    imported = re.compile(rf"^\s*(?:from\s+{re.escape(dotted_module)}\s+import|import\s+{re.escape(dotted_module)}\b)", re.MULTILINE)
+    if any(other != path and imported.search(text) for other, text in context.files.items()):
+        return directory.replace("/", ".") + "."
+    return ""
 
 
 def _split_helpers_module(info: FileInfo, context: ProjectContext) -> Optional[Dict[str, str]]:
