@@ -52,10 +52,6 @@ _ANNOTATION_ONLY = (
     "engine: the model's kind (HookedTransformer: mean loss) comes only from the parameter annotation; "
     'unannotated, TL201 has no evidence although the caller builds a HookedTransformer'
 )
-_BUILDER_SELF_ARG = (
-    'engine: the DistributedSampler reaches the builder as `self.sampler` argument; the returned loader '
-    'is not linked to it (TL301 lost)'
-)
 _BUILDER_TL302 = (
     'engine: TL302 needs the DataLoader(...) constructor assigned to the iterated variable; a loader '
     'returned by a module-level builder is not checked'
@@ -155,8 +151,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     # ANNOTATION_ONLY (1)
     ("TL201/bad_hooked_transformer_loss.py", "remove_annotations"): _ANNOTATION_ONLY,
-    # BUILDER_SELF_ARG (1)
-    ("TL301/bad_class_trainer.py", "move_constructor_to_builder"): _BUILDER_SELF_ARG,
     # EXTRACT_ACCUM (1)
     ("TL201/bad_hooked_transformer_loss.py", "extract_loop_body"): _EXTRACT_ACCUM,
     # EXTRACT_FLAG (1)
