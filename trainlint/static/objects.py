@@ -231,7 +231,8 @@ class ObjectFlow:
                 if any(obj.role is not None for obj in found):
                     continue  # a path that holds a known training object is known by it
                 for obj in found:
-                    if (obj.origin is not None or obj.unknown) and obj.role is None:
+                    # (an instance of a project class is known by its class, not by what is asked of it)
+                    if (obj.origin is not None or obj.unknown) and obj.role is None and obj.cls is None:
                         asked.setdefault(obj, set()).update(methods)
                         seen.append((path, obj, fn if head != "self" else None))
         for obj, methods in asked.items():
@@ -520,8 +521,8 @@ class ObjectFlow:
         if not isinstance(func, cst.Attribute):
             return library.current().returns_given(qualified, name, None, method=False)
         holders = self.eval(func.value, fn, bound, depth)
-        if any(h.cls is not None for h in holders):
-            return None
+        if any(h.cls is not None and _defines(h, func.attr.value) for h in holders):
+            return None  # the project's own method (one inherited from a library is the library's)
         kinds = {h.role.kind for h in holders if h.role is not None}
         kind = kinds.pop() if len(kinds) == 1 else None
         return library.current().returns_given(qualified, func.attr.value, kind)
@@ -774,6 +775,13 @@ def _field_paths(path: str, objects: Iterable[Obj], depth: int = 0) -> Iterable[
         inner = f"{path}{name}" if name.startswith("[") else f"{path}.{name}"
         yield inner, frozenset(held), None
         yield from _field_paths(inner, held, depth + 1)
+
+
+def _defines(instance: Obj, method: str) -> bool:
+    """Does the project class of ``instance`` (or a project base of it) define ``method``? An
+    unreadable class module may define anything."""
+    owner = instance.class_module()
+    return owner is None or owner.method_of_class(instance.cls, method) is not None
 
 
 def _method_class(fn: "Function") -> Optional[str]:
