@@ -347,12 +347,26 @@ class ModuleModel:
         return None
 
 
-    def method_of_class(self, class_name: str, method: str) -> Optional[Function]:
-        """A method of a class defined here, or imported from the project."""
+    def method_of_class(self, class_name: str, method: str, depth: int = 0, project=None) -> Optional[Function]:
+        """A method of a class defined here, or imported from the project (``project``: the one to
+        resolve imports in, this module's own by default); one it inherits is found in its bases,
+        in order (``class Plain(Backend)`` runs ``Backend.distribute``)."""
         local = self.methods.get((class_name, method))
-        if local is None and self.project is not None:
-            return self.project.method(self, class_name, method)
-        return local
+        if local is not None or depth > _MAX_BASES:
+            return local
+        if class_name in self.classes:
+            for base in self.classes[class_name].bases:
+                name = dotted(base.value) if base.keyword is None else None
+                found = self.method_of_class(name, method, depth + 1, project) if name and name != class_name else None
+                if found is not None:
+                    return found
+            return None
+        if project is None and self.project is None and self.path is not None:
+            from .project import project_of  # project.py reads modules with this one
+
+            project = project_of(self)
+        project = project or self.project
+        return project.method(self, class_name, method, depth) if project is not None else None
 
     def memo(self, name: str, compute):
         """A fact of this module alone (independent of who calls into it), computed once."""
@@ -439,6 +453,7 @@ class ModuleModel:
 
 
 _CALL_RE = re.compile(r"(\bdef\s+)?\b([A-Za-z_]\w*)\s*\(")
+_MAX_BASES = 4  # classes followed up a hierarchy to find an inherited method
 
 
 def _shared_role(roles: List[Role]) -> Role:

@@ -247,20 +247,24 @@ class Project:
             model = other
         return None
 
-    def method(self, model: ModuleModel, class_name: str, method: str) -> Optional[Function]:
-        """A method of a class that ``model`` imports from the project (``from model import GPT``)."""
+    def method(self, model: ModuleModel, class_name: str, method: str, depth: int = 0) -> Optional[Function]:
+        """A method of a class that ``model`` imports from the project (``from model import GPT``,
+        ``models.GPT`` after ``import models``), defined there or inherited from its bases."""
+        first, _, rest = class_name.partition(".")
         for _ in range(_REEXPORT_HOPS):
-            qualified = model.imports.names.get(class_name)
-            if qualified is None or "." not in qualified:
+            qualified = model.imports.names.get(first)
+            if qualified is None:
+                return None
+            qualified = f"{qualified}.{rest}" if rest else qualified
+            if "." not in qualified or qualified.split(".", 1)[0] in _NEVER_PROJECT:
                 return None
             module_name, _, class_name = qualified.rpartition(".")
             other = self.module(module_name, model)
             if other is None or other is model:
                 return None
-            found = other.methods.get((class_name, method))
-            if found is not None:
-                return found
-            model = other  # a package's ``__init__`` re-exporting the class: ``from .layers import X``
+            if (class_name, method) in other.methods or class_name in other.classes:
+                return other.method_of_class(class_name, method, depth + 1, self)
+            model, first, rest = other, class_name, ""  # a package's ``__init__`` re-exporting it
         return None
 
     def module(self, name: str, importer: ModuleModel) -> Optional[ModuleModel]:
@@ -390,10 +394,7 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
     imported = _imported(model, name)
     if model.path is None or imported is None:
         return None  # most names asked are nobody's import: answered before any path is resolved
-    directory = _directory_of(model.path)
-    project = _PROJECTS.get(directory)
-    if project is None:
-        project = _PROJECTS[directory] = Project(model.path)
+    project = project_of(model)
     importer = model
     for _ in range(_REEXPORT_HOPS):
         if imported is None:
@@ -430,6 +431,16 @@ _FOLLOWING: List[Path] = []  # modules being read to follow objects (an import c
 def following() -> bool:
     """Is a module being read to follow objects (so an import cycle may answer None for now)?"""
     return bool(_FOLLOWING)
+
+def project_of(model: ModuleModel) -> "Project":
+    """The Project a module of the project resolves its own imports in: that of its folder (the
+    same whichever checked file read it)."""
+    directory = _directory_of(model.path)
+    project = _PROJECTS.get(directory)
+    if project is None:
+        project = _PROJECTS[directory] = Project(model.path)
+    return project
+
 
 _PROJECTS: Dict[Path, "Project"] = {}  # a directory -> the Project its modules resolve imports in
 _TEXT_OF: Dict[Tuple[Path, str], bool] = {}
