@@ -68,6 +68,19 @@ def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     return _CHILDREN[type(node)](node)
 
 
+def code_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of ``node`` in source order, except inside the functions, classes and lambdas it
+    defines (their code does not run there)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        kind = type(current)
+        if current is not node and (kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda):
+            continue
+        yield current
+        stack.extend(reversed(children(current)))
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Pre-order walk over the nodes that carry code (operators and whitespace excluded)."""
     stack = [node]
@@ -108,6 +121,24 @@ class Preorder:
         """Where ``node`` is in ``nodes``; None for a node of another tree."""
         at = self._start.get(id(node))
         return at if at is not None and self.nodes[at] is node else None
+
+    def code(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """``code_nodes(node)``, read off the list: a nested definition's subtree is skipped whole."""
+        at = self.index(node)
+        if at is None:
+            yield from code_nodes(node)
+            return
+        nodes, ends = self.nodes, self.ends
+        yield node
+        index, end = at + 1, ends[at]
+        while index < end:
+            current = nodes[index]
+            kind = type(current)
+            if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
+                index = ends[index]
+                continue
+            yield current
+            index += 1
 
     def subtree(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
         """``node`` and its descendants in pre-order (a node of another tree is walked)."""
