@@ -37,7 +37,7 @@ def test_a_host_that_turned_collection_off_keeps_it_off_and_is_never_collected(m
     assert collected == []
 
 
-def test_a_full_collection_once_the_heap_grew_by_the_budget(monkeypatch):
+def test_a_collection_once_the_heap_grew_by_the_budget_young_but_one_in_full_every(monkeypatch):
     collected = []
     monkeypatch.setattr(pacing.gc, "collect", lambda *a: collected.append(a))
     with pacing.paced_collection() as pacer:
@@ -45,8 +45,10 @@ def test_a_full_collection_once_the_heap_grew_by_the_budget(monkeypatch):
         pacer.analyzed()
         assert collected == []
         _heap_grown_by(monkeypatch, pacing.NET_OBJECTS_PER_COLLECTION)
-        pacer.analyzed()
-        assert collected == [()]
+        for _ in range(2 * pacing.FULL_EVERY):
+            pacer.analyzed()
+    young = [(1,)] * (pacing.FULL_EVERY - 1)
+    assert collected == 2 * (young + [()])
 
 
 def test_a_checked_projects_models_are_freed_without_the_cyclic_collector(tmp_path):

@@ -133,14 +133,24 @@ def may_fire(rule: Rule, source: str) -> bool:
 # the analyzer and each pattern rule, and a trigger pattern scans the whole text (a regular
 # expression such as TL201's, tried at every word, is the costliest part of the pre-filter).
 _ANSWERED_FOR: Optional[str] = None
-_ANSWERS: Dict[int, Tuple[object, bool]] = {}  # id(rule or pattern) -> (it, answer)
+# id(rule or pattern) -> (it, answer); a searched text -> (it, answer)
+_ANSWERS: Dict[object, Tuple[object, bool]] = {}
 
 
 def _may_fire(rule: Rule, source: str) -> bool:
     if rule.triggers or rule.trigger_patterns:
-        if not (any(t in source for t in rule.triggers) or any(_found(p, source) for p in rule.trigger_patterns)):
+        if not (any(_has(t, source) for t in rule.triggers) or any(_found(p, source) for p in rule.trigger_patterns)):
             return False
-    return all(any(text in source for text in group) for group in rule.requires)
+    return all(any(_has(text, source) for text in group) for group in rule.requires)
+
+
+def _has(text: str, source: str) -> bool:
+    """Rules share trigger and required texts (``clip_grad``, ``torch.save``, ``step(``): each is
+    searched for once per text."""
+    known = _ANSWERS.get(text)
+    if known is None:
+        known = _ANSWERS[text] = (text, text in source)
+    return known[1]
 
 
 def _found(pattern: "re.Pattern[str]", source: str) -> bool:

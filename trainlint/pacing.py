@@ -9,6 +9,12 @@ quarter of the run time. Here automatic collection is off while files are checke
 collection runs once the heap has grown by a budget of objects (CPython's own count of container
 objects allocated and not yet freed since the last collection), so the cyclic garbage that does
 arise (a closure of ``ast.literal_eval``, an exception's traceback) stays bounded.
+
+Most of those collections are young: they look only at the objects allocated since the previous
+one, where that garbage is (it is made and dropped within one file's check; between files nothing
+that lives on is in a cycle). A full collection also walks every tree kept for reuse, which is
+most of its cost and frees nothing there; one in ``FULL_EVERY`` is full all the same, so a cycle
+that did outlive a collection is still freed.
 """
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ from typing import Iterator
 # reuse (a few dozen modules, reached early) and with cyclic garbage, so on a whole package
 # (torch: 2,285 files) this means a handful of collections, not hundreds.
 NET_OBJECTS_PER_COLLECTION = 1_000_000
+FULL_EVERY = 4
+_YOUNG = 1  # generations 0 and 1: everything allocated since the previous paced collection
 
 
 class Pacer:
@@ -27,11 +35,16 @@ class Pacer:
 
     def __init__(self, active: bool) -> None:
         self.active = active  # False where collection was already off: the host's choice stands
+        self._collections = 0
 
     def analyzed(self) -> None:
         """A file was analyzed: collect if the heap grew enough since the last collection."""
         if self.active and gc.get_count()[0] >= NET_OBJECTS_PER_COLLECTION:
-            gc.collect()
+            self._collections += 1
+            if self._collections % FULL_EVERY:
+                gc.collect(_YOUNG)
+            else:
+                gc.collect()
 
 
 @contextmanager

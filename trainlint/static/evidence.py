@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, Optional,
 import libcst as cst
 
 from ..events import FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
-from .hand import code_nodes, update_in
+from .hand import update_in
 from .module import Function, ModuleModel
 from .names import dotted
 from .roles import (
@@ -247,7 +247,7 @@ class Evidence:
         known = self._by_hand.get(id(node))
         if known is None:
             known = self._by_hand[id(node)] = ".grad" in self.model.source and any(
-                self.hand_update(sub, fn) is not None for sub in code_nodes(node))
+                type(sub) is cst.For and self.hand_update(sub, fn) is not None for sub in self.model.preorder.code(node))
         return known
 
 

@@ -9,14 +9,14 @@ place with a value computed from that parameter's ``.grad``. No variable name is
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Set
+from typing import List, Optional, Set
 
 import libcst as cst
 
 from ..events import HAND_UPDATE_METHODS
 from .module import Function, ModuleModel
 from .names import ImportMap
-from .walk import children
+from .walk import code_nodes
 
 # Module methods that yield its parameters, and where the parameter is in each element they yield
 # (``named_parameters()`` yields (name, parameter) pairs).
@@ -50,7 +50,7 @@ def update_in(loop: cst.For, fn: Optional[Function], model: ModuleModel) -> Opti
     if variable is None:
         return None
     derived: Set[str] = set()  # names holding the parameter's gradient or a value computed from it
-    for node in code_nodes(loop.body):
+    for node in model.preorder.code(loop.body):
         kind = type(node)
         if kind is cst.Assign:
             if _reads_grad(node.value, variable, derived):
@@ -73,19 +73,6 @@ def update_in(loop: cst.For, fn: Optional[Function], model: ModuleModel) -> Opti
             if type(changed) is cst.Name and changed.value != variable:
                 derived.add(changed.value)
     return None
-
-
-def code_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """The nodes of ``node`` in source order, except inside the functions, classes and lambdas it
-    defines (their code does not run there)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        kind = type(current)
-        if current is not node and (kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda):
-            continue
-        yield current
-        stack.extend(reversed(children(current)))
 
 
 def _parameter_variable(loop: cst.For, fn: Optional[Function], model: ModuleModel) -> Optional[str]:

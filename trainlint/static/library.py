@@ -160,14 +160,19 @@ class Library:
     one_rank_methods: Dict[str, Optional[str]]  # method name -> receiver role
     loader_passes: List[LoaderPass]
     digest: str  # identifies the descriptions (cache entries depend on them)
-    mentions: "re.Pattern[str]" = re.compile(r"(?!)")  # text without which no description applies
+    # Text without which no description applies: one of these words, or a match of the pattern
+    # (bare names given as globs). Words are searched as words: an alternation of them all was
+    # tried at every character of every file.
+    mentioned_words: Tuple[str, ...] = ()
+    mentions: Optional["re.Pattern[str]"] = None
     # (qualified, name) -> answer: every call of every file asks, and the answer never changes
     _constructed: Dict[Tuple[Optional[str], str], Optional[Constructed]] = field(default_factory=dict, repr=False, compare=False)
     _functions: Dict[Tuple[Optional[str], str], Optional[Tuple[Effect, ...]]] = field(default_factory=dict, repr=False, compare=False)
 
     def mentioned(self, source: str) -> bool:
         """Could a described call be in this source? (A cheap test before parsing.)"""
-        return self.mentions.search(source) is not None
+        return any(word in source for word in self.mentioned_words) or (
+            self.mentions is not None and self.mentions.search(source) is not None)
 
     def constructed(self, qualified: Optional[str], name: str) -> Optional[Constructed]:
         key = (qualified, name)
@@ -365,26 +370,35 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
         library.loader_passes[:0] = [passes for entry in table.get("loader_passes", [])
                                      for passes in _loader_passes(source, entry)]
     library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    library.mentions = _mentions(library)
+    library.mentioned_words, library.mentions = _mentions(library)
     return library
 
 
-def _mentions(library: Library) -> "re.Pattern[str]":
+_GLOB_CHARACTERS = frozenset("*?[]-")
+
+
+def _mentions(library: Library) -> Tuple[Tuple[str, ...], Optional["re.Pattern[str]"]]:
     """The words a source must contain for a description to apply: the package of every described
     call (it is imported from there), the literal part of bare names, and the methods described
-    for receivers of any role."""
+    for receivers of any role. A bare name that is a glob is a pattern over identifier
+    characters instead. With nothing described, every source may (the empty word)."""
     words = set()
+    patterns = set()
     named = [names for names, _ in library.objects] + [names for names, _ in library.functions]
     named += [names for names, _ in library.returning_calls] + [loop.classes for loop in library.loops]
     named += [described.classes for described in library.losses]
     for names in named:
         for module, glob in names.patterns:
-            words.add(re.escape(module.split(".", 1)[0]))
-            if names.bare:  # the glob as a pattern over identifier characters
-                words.add("".join(r"\w*" if c == "*" else r"\w" if c == "?" else c if c in "[]-" else re.escape(c) for c in glob))
-    words.update(re.escape(f"{name}(") for (role, name) in library.methods if role is None)
-    words.update(re.escape(f"{name}(") for name, (role, _) in library.returning_methods.items() if role is None)
-    return re.compile("|".join(sorted(words)))
+            words.add(module.split(".", 1)[0])
+            if names.bare and _GLOB_CHARACTERS.isdisjoint(glob):
+                words.add(glob)
+            elif names.bare:
+                patterns.add("".join(r"\w*" if c == "*" else r"\w" if c == "?" else c if c in "[]-" else re.escape(c) for c in glob))
+    words.update(f"{name}(" for (role, name) in library.methods if role is None)
+    words.update(f"{name}(" for name, (role, _) in library.returning_methods.items() if role is None)
+    if not words and not patterns:
+        words.add("")
+    return tuple(sorted(words)), re.compile("|".join(sorted(patterns))) if patterns else None
 
 
 def shipped_tables() -> List[Tuple[str, Mapping[str, Any]]]:

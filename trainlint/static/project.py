@@ -17,7 +17,7 @@ import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Tuple
 
 from . import library
 
@@ -26,9 +26,12 @@ if TYPE_CHECKING:  # libcst and the models load in _load: a run whose files all 
 
 MAX_MODULE_BYTES = 2_000_000  # larger files are generated code, not training loops
 # Parsed modules, most recently used last; bounded so a run over thousands of files keeps a few
-# dozen trees in memory (the modules a project imports are used again and again, so they stay).
+# hundred trees in memory at most (the modules a project imports are used again and again, so they
+# stay). One check in torch._dynamo reads some forty large modules and its neighbours read the
+# same ones: with 48 kept, 55 of torch's modules were parsed twice or three times (4.8 MB of
+# source, a sixth of all parsing); with 160, two.
 _PARSED: "OrderedDict[Path, Tuple[Tuple[int, int], Optional[ModuleModel]]]" = OrderedDict()
-MAX_PARSED = 48
+MAX_PARSED = 160
 _PINNED: Optional[Dict[int, ModuleModel]] = None  # the models read by the running check (see pinning)
 _PARSED_ORDER: List[Path] = []  # every module parsed to be followed, in order (see parsed_since)
 _FOUND: Dict[Tuple[Tuple[Path, ...], str], Optional[Path]] = {}  # (search bases, module name) -> file
@@ -118,6 +121,7 @@ def forget_parsed() -> None:
     _BLOCKS.clear()
     _DIRECTORIES.clear()
     _TEXT_OF.clear()
+    _REEXPORTS.clear()
 
 
 def remember_checked(model: ModuleModel) -> None:
@@ -453,8 +457,24 @@ def _defines_class(path: Path, name: str) -> bool:
 
 def _may_reexport(path: Path, name: str) -> bool:
     """Could the module hand on ``name`` from another (``from .impl import *``, ``from .impl import
-    name``)? Read from its text: such a package ``__init__`` is followed whatever else it holds."""
-    return _text_matches(path, re.compile(rf"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+(\*|[^\n]*\b{re.escape(name)}\b)", re.MULTILINE))
+    name``)? Read from its text: such a package ``__init__`` is followed whatever else it holds.
+    A ``from ... import`` line whose names start with ``*`` or have the word ``name`` (on that
+    line) does."""
+    known = _REEXPORTS.get(path)
+    if known is None:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        rests = [found.group(1) for found in _FROM_IMPORT_LINE.finditer(text)]
+        known = _REEXPORTS[path] = (any(rest.startswith("*") for rest in rests),
+                                    frozenset(word for rest in rests for word in re.findall(r"\w+", rest)))
+    return known[0] or name in known[1]
+
+
+# What follows ``import`` on a ``from ... import`` line (the names, up to the line's end).
+_FROM_IMPORT_LINE = re.compile(r"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+([^\n]*)", re.MULTILINE)
+_REEXPORTS: Dict[Path, Tuple[bool, FrozenSet[str]]] = {}  # path -> (a star import, the words imported)
 
 
 def _text_matches(path: Path, text: "re.Pattern[str]") -> bool:
@@ -480,10 +500,22 @@ _IMPORTED_NAME = re.compile(r"^(\w+)(?:\s+as\s+(\w+))?")
 # Text a module needs for one of its functions to produce a training event: the event calls, a
 # call of anything named like a backward (not ``def backward(ctx, ...)`` of autograd functions),
 # an optimizer handled. Modules without it are never parsed to be followed.
-_EVENT_TEXT = re.compile(
-    r"\.backward\(|\.step\(|zero_grad|set_epoch|clip_grad|\.eval\(\)|\.train\(|no_sync|unscale_|\.scale\(|"
-    r"\.grad\b|(?<!def )\b\w*backward\w*\(|\boptimizer\b"
+_EVENT_LITERALS = (".backward(", ".step(", "zero_grad", "set_epoch", "clip_grad", ".eval()", ".train(", "no_sync",
+                   "unscale_", ".scale(")
+# The rest as (a text each match contains, the expression): searched only where that text is. One
+# alternation of them all was tried at every character of every module read.
+_EVENT_EXPRESSIONS = (
+    (".grad", re.compile(r"\.grad\b")),
+    ("backward", re.compile(r"(?<!def )\b\w*backward\w*\(")),
+    ("optimizer", re.compile(r"\boptimizer\b")),
 )
+
+
+def _event_text(text: str) -> bool:
+    return any(literal in text for literal in _EVENT_LITERALS) or any(
+        needed in text and expression.search(text) is not None for needed, expression in _EVENT_EXPRESSIONS)
+
+
 _TEXT_CHECKED: Dict[Path, bool] = {}
 
 
@@ -492,7 +524,7 @@ def _has_event_text(path: Path) -> bool:
     if known is None:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
-            known = bool(_EVENT_TEXT.search(text)) or library.current().mentioned(text)
+            known = _event_text(text) or library.current().mentioned(text)
         except OSError:
             known = False
         _TEXT_CHECKED[path] = known
@@ -554,7 +586,7 @@ def _definition_blocks(path: Path) -> _Blocks:
         if found.group(1) is None:
             continue  # a decorator line: it belongs to the definition below
         body = text[found.start():following.start() if following is not None else len(text)]
-        has_event = bool(_EVENT_TEXT.search(body)) or described.mentioned(body)
+        has_event = _event_text(body) or described.mentioned(body)
         blocks.setdefault(found.group(1), (has_event, frozenset(_CALLED.findall(body))))
     imported = set()
     for line in _IMPORT_LINE.finditer(text):
