@@ -586,6 +586,9 @@ def _roots(path: Path) -> List[Path]:
         if any((directory / marker).exists() for marker in _ROOT_MARKERS):
             if directory not in roots:
                 roots.append(directory)
+            # the src layout: the project's packages are installed from ``src/``, not the root
+            if (directory / "src").is_dir() and directory / "src" not in roots:
+                roots.append(directory / "src")
             break
     return roots
 
