@@ -1183,12 +1183,13 @@ class Interpreter:
         # statements of both name one object) but stays without a role in the callee too.
         unbound = frozenset(_head(actual) for _, actual in subst if self.extractor.unbound_parameter(actual, frame))
         # the losses and scalars the caller passes: ``backward_step(loss / k)`` backpropagates a divided loss
-        given = arguments_given(call, callee, frame.function, self.model, frame.given)
+        given, instances = arguments_given(call, callee, frame.function, self.model, frame.given, frame.instances)
         callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
                              accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions,
-                             unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee), given=given)
+                             unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee), given=given,
+                             instances=instances)
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, callee_frame.no_grad,
-               given, tuple(states))
+               given, instances, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached

@@ -28,7 +28,7 @@ import libcst as cst
 from ..events import LOSS_DIVIDED, LOSS_MEAN, LOSS_SUM, LOSS_UNKNOWN
 from . import library, scales
 from .calls import literal_number, parameters_given
-from .scales import Scope
+from .held import Given, Instances, Scope, instances_passed, passed, stores
 from .module import Function, ModuleModel
 from .names import dotted
 from .roles import LOSS_FN
@@ -49,27 +49,29 @@ _MAX_DEPTH = 8
 
 
 def classify_loss(expr: cst.BaseExpression, fn: Optional[Function], model: ModuleModel,
-                  given: Tuple[Tuple[str, str, str], ...] = ()) -> str:
+                  given: Given = (), instances: Instances = ()) -> str:
     """The kind of the loss ``expr`` holds (events.LOSS_*)."""
-    kind = _kind(expr, Scope(fn, model, given), 0)
+    kind = _kind(expr, Scope(fn, model, given, instances), 0)
     return LOSS_UNKNOWN if kind == _NOTHING else kind
 
 
 def arguments_given(call: cst.Call, callee: Function, fn: Optional[Function], model: ModuleModel,
-                    given: Tuple[Tuple[str, str, str], ...] = ()) -> Tuple[Tuple[str, str, str], ...]:
-    """What a call passes to ``callee``'s parameters, as ``Scope.given``: the loss kind and the
-    scalar kind of each argument, read where the call is."""
-    return _arguments(call, callee, Scope(fn, model, given), 0)
+                    given: Given = (), instances: Instances = ()) -> Tuple[Given, Instances]:
+    """What a call passes to ``callee``'s parameters (see held.Scope): the loss and scalar kind of
+    each argument, and the instances of project classes, read where the call is."""
+    scope = Scope(fn, model, given, instances)
+    return _arguments(call, callee, scope, 0), instances_passed(call, callee, scope)
 
 
-def _arguments(call: cst.Call, callee: Function, scope: Scope, depth: int) -> Tuple[Tuple[str, str, str], ...]:
+def _arguments(call: cst.Call, callee: Function, scope: Scope, depth: int) -> Given:
+    """Every parameter the call sets, unknown ones too: what this call passes is all the callee's
+    parameters hold when it runs from here."""
     method = callee.cls is not None and isinstance(call.func, cst.Attribute)
     found = []
     for param, argument in parameters_given(call, callee.params, method):
         loss = _kind(argument, scope, depth + 1)
         scalar = scales.scalar(argument, scope, depth + 1) if loss == LOSS_UNKNOWN else scales.UNKNOWN
-        if loss != LOSS_UNKNOWN or scalar != scales.UNKNOWN:
-            found.append((param, loss, scalar))
+        found.append((param, loss, scalar))
     return tuple(sorted(found))
 
 
@@ -90,7 +92,11 @@ def _kind(expr: cst.BaseExpression, scope: Scope, depth: int, own: Optional[Tupl
     if isinstance(expr, cst.Name):
         return _variable(expr.value, scope, depth)
     if isinstance(expr, cst.Attribute):
-        return LOSS_MEAN if expr.attr.value == "loss" else LOSS_UNKNOWN
+        if expr.attr.value == "loss":
+            return LOSS_MEAN  # outputs.loss
+        path = dotted(expr)
+        found = stores(path, scope) if path is not None else []
+        return _alternatives(_kind(value, where, depth + 1) for where, value in found) if found else LOSS_UNKNOWN
     if isinstance(expr, cst.Subscript):
         key = expr.slice[0].slice if len(expr.slice) == 1 else None
         if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) and key.value.evaluated_value == "loss":
@@ -115,8 +121,9 @@ def _arithmetic(expr: cst.BinaryOperation, scope: Scope, depth: int, own: Option
             return _scaled(right, scales.scalar(expr.left, scope, depth + 1))
         return LOSS_UNKNOWN  # a product of two losses, or of nothing known
     if isinstance(operator, (cst.Divide, cst.FloorDivide)):
+        # what divides is judged as a number (a token count may be written ``mask.sum()``, too)
         left = _kind(expr.left, scope, depth + 1, own)
-        if left not in _LOSSES or _kind(expr.right, scope, depth + 1, own) in _LOSSES:
+        if left not in _LOSSES:
             return left if left == _NOTHING else LOSS_UNKNOWN
         return _divided(left, scales.scalar(expr.right, scope, depth + 1))
     return LOSS_UNKNOWN
@@ -233,7 +240,7 @@ def _returned(call: cst.Call, index: Optional[int], count: int, scope: Scope, de
     kinds = []
     for callee, method in _callees(call, scope):
         owner = callee.owner or scope.model
-        inner = Scope(callee, owner, _arguments(call, callee, scope, depth))
+        inner = Scope(callee, owner, _arguments(call, callee, scope, depth), instances_passed(call, callee, scope))
         literals = _literal_arguments(call, callee, method)
         for returned in _reachable_returns(callee, literals):
             if index is None:
@@ -278,14 +285,15 @@ def _callees(call: cst.Call, scope: Scope) -> List[Tuple[Function, bool]]:
                     found.append((method, True))
     if path is not None:
         # ``model = GPT(config)`` with GPT imported from the project; ``self.criterion = hinge_loss``
-        for value in model.values_in_scope(path, fn):
+        for where, value in stores(path, scope):
+            owner = where.model
             for held in (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,):
                 if isinstance(held, cst.Call) and dotted(held.func):
-                    forward = model.method_of_class(dotted(held.func) or "", "forward")
+                    forward = owner.method_of_class(dotted(held.func) or "", "forward")
                     if forward is not None:
                         found.append((forward, True))
-                elif isinstance(held, cst.Name) and held.value in model.functions:
-                    found.append((model.functions[held.value], False))
+                elif isinstance(held, cst.Name) and held.value in owner.functions:
+                    found.append((owner.functions[held.value], False))
     return list(dict.fromkeys(found))
 
 
@@ -332,6 +340,10 @@ def _guarded_returns(body: Sequence[cst.CSTNode], guards: Tuple[Tuple[cst.BaseEx
                     yield small.value, guards
         elif isinstance(stmt, cst.If):
             yield from _guarded_returns(_block(stmt.body), guards + ((stmt.test, True),))
+            if stmt.orelse is None and _returns_at_end(_block(stmt.body)):
+                # ``if mode == "train": return a`` then ``return b``: b runs only when the test fails
+                guards = guards + ((stmt.test, False),)
+                continue
             orelse = stmt.orelse
             if isinstance(orelse, cst.If):
                 yield from _guarded_returns([orelse], guards + ((stmt.test, False),))
@@ -345,6 +357,11 @@ def _guarded_returns(body: Sequence[cst.CSTNode], guards: Tuple[Tuple[cst.BaseEx
                 part = getattr(stmt, extra, None)
                 if part is not None:
                     yield from _guarded_returns(_block(part.body), guards)
+
+
+def _returns_at_end(body: Sequence[cst.CSTNode]) -> bool:
+    last = body[-1] if body else None
+    return isinstance(last, cst.SimpleStatementLine) and any(isinstance(small, cst.Return) for small in last.body)
 
 
 def _block(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
@@ -378,7 +395,7 @@ def _variable(name: str, scope: Scope, depth: int) -> str:
     every use: computed once per function, name, depth and what the caller passes (a flat script
     assigns ``loss`` in each of its loops; asking anew at each backward would be quadratic)."""
     known = scope.model.memo("losses.variables", dict)
-    key = (id(scope.fn.node) if scope.fn is not None else None, name, depth, scope.given)
+    key = (id(scope.fn.node) if scope.fn is not None else None, name, depth, scope.given, scope.instances)
     if key not in known:
         known[key] = _assigned(name, scope, depth)
     return known[key]
@@ -403,13 +420,22 @@ def _assigned(name: str, scope: Scope, depth: int) -> str:
     updates += [(_position(model, aug), aug) for aug in augmented
                 if isinstance(aug.target, cst.Name) and aug.target.value == name]
     if fn is not None and name in fn.params:
-        fresh.append(scope.loss_given(name) or LOSS_UNKNOWN)
+        fresh.append(_parameter(name, scope, depth))
     if not fresh:
         return LOSS_UNKNOWN  # a global, or a name bound by a loop or a with: not read here
     kind = _alternatives(fresh)
     for _, update in sorted(updates, key=lambda item: item[0]):
         kind = _update(update, name, kind, scope, depth)
     return kind
+
+
+def _parameter(name: str, scope: Scope, depth: int) -> str:
+    """What the call that runs the function passes, else what every call in its module passes."""
+    given = scope.loss_given(name)
+    if given is not None:
+        return given
+    calls = passed(name, scope)
+    return _alternatives(_kind(value, where, depth + 1) for where, value in calls) if calls else LOSS_UNKNOWN
 
 
 def _update(update: cst.CSTNode, name: str, kind: str, scope: Scope, depth: int) -> str:

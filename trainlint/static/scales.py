@@ -18,13 +18,12 @@ never evidence: ``scale`` and ``accum_steps`` are judged by what is assigned to 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List
 
 import libcst as cst
 
-from .calls import literal_number, parameters_given
-from .module import Function, ModuleModel
+from .calls import literal_number
+from .held import Scope, passed, stores
 from .names import dotted
 
 COUNT = "count"
@@ -41,22 +40,6 @@ _SAME_FUNCTIONS = frozenset({"int", "float", "abs", "torch.tensor", "torch.as_te
 _COUNTING = frozenset({"size", "numel", "sum", "count_nonzero", "nelement"})
 # A bound that keeps a count from being 0 keeps it a count: max(n, 1), n.clamp(min=1).
 _BOUNDS = frozenset({"max", "min", "clamp", "clamp_min", "clip", "torch.clamp", "torch.clamp_min"})
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Where a loss or scalar expression is read: its function (None: module level), the module, and what
-    the caller that runs it passes for its parameters: (parameter, loss kind, scalar kind)."""
-
-    fn: Optional[Function]
-    model: ModuleModel
-    given: Tuple[Tuple[str, str, str], ...] = ()
-
-    def loss_given(self, param: str) -> Optional[str]:
-        return next((loss for name, loss, _ in self.given if name == param), None)
-
-    def scalar_given(self, param: str) -> Optional[str]:
-        return next((kind for name, _, kind in self.given if name == param), None)
 
 
 def divides(scalar: str) -> bool:
@@ -178,48 +161,23 @@ def _call(call: cst.Call, scope: Scope, depth: int) -> str:
 
 
 def _held(expr: cst.BaseExpression, scope: Scope, depth: int) -> str:
-    """What a name or ``self`` attribute holds: every value assigned to it where it is read, and
-    for a parameter, what the caller that runs this code passes (else every call here)."""
+    """What a name or an instance's attribute holds: every value assigned to it where it is read,
+    and for a parameter, what the caller that runs this code passes (else every call here)."""
     path = dotted(expr)
     if path is None:
         return UNKNOWN
-    fn, model = scope.fn, scope.model
-    head = path.split(".", 1)[0]
-    if fn is not None and path == head and head in fn.params:
-        given = scope.scalar_given(head)
-        return given if given is not None else _passed(head, scope, depth)
-    if fn is not None and head == "self" and fn.cls is not None:
-        stores: List[Tuple[Optional[object], cst.BaseExpression]] = list(model.assignments_in_class(fn.cls, path))
-    else:
-        stores = [(fn, value) for value in model.values_in_scope(path, fn)]
-    if not stores:
+    fn = scope.fn
+    if fn is not None and path in fn.params:
+        given = scope.scalar_given(path)
+        if given is not None:
+            return given
+        calls = passed(path, scope)
+        return join(scalar(value, where, depth + 1) for where, value in calls) if calls else UNKNOWN
+    found = stores(path, scope)
+    if not found:
         return UNKNOWN
-    kinds = [scalar(value, Scope(where, model) if where is not fn else scope, depth + 1) for where, value in stores]
-    if _accumulated(path, fn, model):
+    kinds = [scalar(value, where, depth + 1) for where, value in found]
+    augmented = fn.aug_assigns if fn is not None else scope.model.module_aug_assigns
+    if any(dotted(aug.target) == path for aug in augmented):
         kinds.append(UNKNOWN)  # ``n += ...``: a running total may count the whole window
-    return join(kinds)
-
-
-def _accumulated(path: str, fn, model) -> bool:
-    augmented = fn.aug_assigns if fn is not None else model.module_aug_assigns
-    return any(dotted(aug.target) == path for aug in augmented)
-
-
-def _passed(param: str, scope: Scope, depth: int) -> str:
-    """What the calls of the function in its module pass for ``param`` (or its default), judged
-    where each call is; unknown when nothing here calls it."""
-    fn, model = scope.fn, scope.model
-    sites = model.sites()
-    callers = sites.calls_of(fn)
-    if fn.name == "__init__" and fn.cls is not None:
-        callers = [site for site in sites.named(fn.cls) if isinstance(site.call.func, cst.Name)]
-    if not callers:
-        return UNKNOWN
-    default = fn.default(param)
-    kinds = []
-    for site in callers:
-        given = dict(parameters_given(site.call, fn.params, fn.cls is not None)).get(param, default)
-        if given is None:
-            return UNKNOWN
-        kinds.append(scalar(given, Scope(site.function, model), depth + 1))
     return join(kinds)
