@@ -736,6 +736,11 @@ class Interpreter:
         if self.evidence.updates_by_hand(stmt.body, frame.function):
             return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
+            bound = stmt.iter.args[0].value if len(stmt.iter.args) == 1 else None
+            # a literal or module constant (not a command-line default, which a run may change)
+            count = self.model.values.number(bound) if isinstance(bound, (cst.Name, cst.Integer)) else None
+            if count is not None and count <= 1:
+                return None  # ``range(MICRO_STEPS)`` with the constant 1: one pass, nothing accumulates
             return _pass_count(self.model.module, stmt.iter)
         return "the number of micro-steps"
 
