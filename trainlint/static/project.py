@@ -344,6 +344,10 @@ class Project:
             bases = [base]
         else:
             bases = self.roots
+        if parts and parts[0] in _NEVER_PROJECT:
+            # a library the engine describes (or never reads) shipped in the repository's own src/
+            # (Accelerate's examples import ``accelerate``) is still that library, not project code
+            bases = [base for base in bases if base.name != "src"]
         if self.installed_as is not None and parts and parts[0] != self.installed_as:
             # another distribution installed beside the checked package is not its project
             bases = [base for base in bases if base.name not in _INSTALL_DIRECTORIES]
