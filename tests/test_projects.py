@@ -119,6 +119,27 @@ def test_only_files_under_the_projects_roots_are_read(tmp_path):
     assert list(project.read) == [(tmp_path / "engine.py").resolve()]
 
 
+def test_a_script_reads_the_packages_of_the_src_layout_but_not_a_library_shipped_there(tmp_path):
+    import libcst as cst
+
+    from trainlint.static.module import ModuleModel
+    from trainlint.static.project import Project
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'kit'\n", encoding="utf-8")
+    for package in ("kit", "accelerate"):
+        (tmp_path / "src" / package).mkdir(parents=True)
+        (tmp_path / "src" / package / "__init__.py").write_text("def build(x):\n    return x\n", encoding="utf-8")
+    script = tmp_path / "scripts" / "train.py"
+    script.parent.mkdir()
+    source = "from kit import build\nfrom accelerate import build as prepare\n"
+    script.write_text(source, encoding="utf-8")
+    project = Project(script)
+    model = ModuleModel(cst.parse_module(source), source, path=script)
+    found = project.function(model, "build")
+    assert found is not None and found.owner.path == (tmp_path / "src" / "kit" / "__init__.py").resolve()
+    assert project.function(model, "prepare") is None  # a described library, even shipped in src/
+
+
 def test_a_cached_result_is_not_reused_once_the_module_that_built_its_loaders_changes(tmp_path, monkeypatch):
     project = tmp_path / "proj"
     source = PROJECTS / "loaders_from_builder_bad"

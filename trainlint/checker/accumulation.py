@@ -8,13 +8,17 @@ from .base import Invariant, LineOf, Violation, where
 
 
 # --------------------------------------------------------------------------- TL201
+_WIPES_KEPT = 3  # zero_grads remembered per window (one per optimizer)
+
+
 class _AccumState(NamedTuple):
     """TL201's slice of a path: the backward passes of the current accumulation window."""
 
     backwards: Tuple[Event, ...] = ()  # backward passes since the last zero_grad/step (at most 2)
-    # A zero_grad inside an accumulation window (TL104's finding) that these backwards outlived:
-    # the window still counts, but only for a step known to be an accumulation boundary.
-    wiped_by: Optional[Event] = None
+    # Zero_grads inside an accumulation window (TL104's finding) that these backwards outlived, one
+    # per optimizer: the window still counts, but only for a step known to be an accumulation
+    # boundary, and the message names the zero_grad of the optimizer that steps.
+    wiped_by: Tuple[Event, ...] = ()
 
 
 class AccumulationScaling(Invariant):
@@ -38,17 +42,21 @@ class AccumulationScaling(Invariant):
             # A zero_grad the code does not mean to end the window with (not at the boundary): the
             # step gated on ``(i + 1) % k`` still says k micro-batches are meant to be accumulated,
             # and moving this zero_grad (TL104's fix) leaves the loss undivided.
-            return state._replace(wiped_by=state.wiped_by or ev), []
+            if any(w.target == ev.target for w in state.wiped_by) or len(state.wiped_by) >= _WIPES_KEPT:
+                return state, []
+            return state._replace(wiped_by=state.wiped_by + (ev,)), []
         if ev.kind is EventKind.ZERO_GRAD or (ev.kind is EventKind.OPAQUE and FAMILY_GRADS in ev.families):
             # An unknown call (or ``p.grad /= k``) may have normalised the accumulated gradients.
             return _AccumState(), []
         if ev.kind is EventKind.OPTIMIZER_STEP:
             found = []
-            gated = ev.boundary is True if state.wiped_by is not None else ev.boundary is not False
+            gated = ev.boundary is True if state.wiped_by else ev.boundary is not False
             if len(state.backwards) >= 2 and gated:
                 undivided = next((b for b in state.backwards if b.loss == LOSS_MEAN), None)
                 if undivided is not None:
-                    related = (("step", ev),) + ((("zeroed", state.wiped_by),) if state.wiped_by else ())
+                    zeroed = next((w for w in state.wiped_by if w.target == ev.target), state.wiped_by[0]) \
+                        if state.wiped_by else None
+                    related = (("step", ev),) + ((("zeroed", zeroed),) if zeroed is not None else ())
                     found.append(Violation("TL201", undivided, related))
             return _AccumState(), found
         return state, []

@@ -19,6 +19,7 @@ from ..events import (
 )
 from . import library
 from .calls import arg, literal_bool
+from .held import Given, Instances
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import Selector, dotted, keyed, literal_key
@@ -68,6 +69,10 @@ class Frame:
     # Gradients are off (inside ``with torch.no_grad():``, or called from there): a loop updating
     # parameters from their gradients here is an optimizer step (see hand.py).
     no_grad: bool = False
+    # What the caller passes for this function's parameters, as losses and as scalars (see
+    # scales.Scope): a helper's ``loss.backward()`` on a parameter backpropagates the caller's loss.
+    given: Given = ()
+    instances: Instances = ()  # its parameters given instances of project classes
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.
@@ -481,7 +486,7 @@ class Extractor:
         return role.modules if role is not None and role.kind == OPTIMIZER and role.module is None else ()
 
     def _backward(self, call: cst.Call, loss_expr: cst.BaseExpression, frame: Frame, scaled: bool = False) -> Event:
-        loss = classify_loss(loss_expr, frame.function, self.model)
+        loss = classify_loss(loss_expr, frame.function, self.model, frame.given, frame.instances)
         if literal_bool(arg(call, 1, "retain_graph")) is True:
             # Several losses of one forward, backpropagated one by one over a shared graph: their
             # sum is the objective, not micro-batches to average (TL201 abstains, as the guard does).

@@ -26,6 +26,7 @@ from . import library
 from .evidence import Evidence
 from .extract import Extractor, Frame
 from .hand import runs_without_grad, turns_grad_off
+from .losses import arguments_given
 from .module import Function, ModuleModel, block
 from .calls import literal_bool
 from .comparisons import Comparison, comparison, floors, satisfiable
@@ -735,6 +736,11 @@ class Interpreter:
         if self.evidence.updates_by_hand(stmt.body, frame.function):
             return None
         if isinstance(stmt, cst.For) and isinstance(stmt.iter, cst.Call) and _last_name(stmt.iter.func) == "range" and stmt.iter.args:
+            bound = stmt.iter.args[0].value if len(stmt.iter.args) == 1 else None
+            # a literal or module constant (not a command-line default, which a run may change)
+            count = self.model.values.number(bound) if isinstance(bound, (cst.Name, cst.Integer)) else None
+            if count is not None and count <= 1:
+                return None  # ``range(MICRO_STEPS)`` with the constant 1: one pass, nothing accumulates
             return _pass_count(self.model.module, stmt.iter)
         return "the number of micro-steps"
 
@@ -1181,11 +1187,14 @@ class Interpreter:
         # A parameter the caller itself got from nobody is bound (its path is the caller's, so the
         # statements of both name one object) but stays without a role in the callee too.
         unbound = frozenset(_head(actual) for _, actual in subst if self.extractor.unbound_parameter(actual, frame))
+        # the losses and scalars the caller passes: ``backward_step(loss / k)`` backpropagates a divided loss
+        given, instances = arguments_given(call, callee, frame.function, self.model, frame.given, frame.instances)
         callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
                              accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions,
-                             unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee))
+                             unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee), given=given,
+                             instances=instances)
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, callee_frame.no_grad,
-               tuple(states))
+               given, instances, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached

@@ -352,6 +352,10 @@ class Project:
             bases = [base]
         else:
             bases = self.roots
+        if parts and parts[0] in _NEVER_PROJECT:
+            # a library the engine describes (or never reads) shipped in the repository's own src/
+            # (Accelerate's examples import ``accelerate``) is still that library, not project code
+            bases = [base for base in bases if base.name != "src"]
         if self.installed_as is not None and parts and parts[0] != self.installed_as:
             # another distribution installed beside the checked package is not its project
             bases = [base for base in bases if base.name not in _INSTALL_DIRECTORIES]
@@ -651,6 +655,9 @@ def _roots(path: Path) -> List[Path]:
         if any((directory / marker).exists() for marker in _ROOT_MARKERS):
             if directory not in roots:
                 roots.append(directory)
+            # the src layout: the project's packages are installed from ``src/``, not the root
+            if (directory / "src").is_dir() and directory / "src" not in roots:
+                roots.append(directory / "src")
             break
     return roots
 
