@@ -54,6 +54,22 @@ def test_a_check_keeps_the_modules_it_reads_while_it_runs(project, monkeypatch):
         project_modules.forget_parsed()
 
 
+@pytest.mark.parametrize("project", PROJECT_DIRS, ids=lambda p: p.name)
+def test_a_files_verdict_does_not_depend_on_the_files_checked_before_it(project):
+    """The project's files checked in one process, in one order and in the reverse order, find
+    what checking each file alone (from a fresh process state) finds. (Modules read for one file
+    are kept for the next; what they computed for the first must not answer the second.)"""
+    files = sorted(project.rglob("*.py"))
+
+    def checked(paths):
+        project_modules.forget_parsed()
+        return _actual(project, paths)
+
+    alone = set().union(*(checked([path]) for path in files))
+    assert checked(files) == alone
+    assert checked(list(reversed(files))) == alone
+
+
 def test_a_module_read_during_a_check_lives_until_the_check_ends(tmp_path):
     """A model's functions link to it weakly: a check pins what it reads, even once evicted."""
     (tmp_path / "helpers.py").write_text("def helper(optimizer):\n    optimizer.step()\n", encoding="utf-8")

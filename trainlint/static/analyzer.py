@@ -22,7 +22,7 @@ from .cpython import cpython_tree
 from .module import ModuleModel
 from .patterns import Context, Match, registry
 from .positions import Positions
-from .project import Project, parsed_before, pinning, remember_checked
+from .project import Project, parsed_before, pinning, remember_checked, start_check
 from .sites import SiteIndex
 
 # Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
@@ -258,6 +258,7 @@ def _analyze_results(
     if not known or not (could_fire(source, known) or follows_project):
         check_syntax(source)
         return []
+    start_check()
     model = parsed_before(project.path, source) if project is not None else None
     module = model.module if model is not None else parse(source)
     try:

@@ -213,6 +213,14 @@ class ModuleModel:
                 raise
         return flow
 
+    def forget_objects(self) -> None:
+        """Drop the object flow and the roles read from it. A flow is not a fact of the module
+        alone: the summaries other modules ask of it store their objects on its own (an instance
+        of its class given a caller's model), so a flow kept from one checked file's analysis
+        would answer the next file with the first one's objects."""
+        self._objects = None
+        self._roles = None
+
     def flow(self) -> "ObjectFlow":
         """The module's object flow, its scopes computed only as asked (see ``objects``)."""
         if self._objects is None:

@@ -124,6 +124,15 @@ def forget_parsed() -> None:
     _REEXPORTS.clear()
 
 
+def start_check() -> None:
+    """Before each checked file: the kept modules stay parsed, but their object flows are computed
+    again for this file (see ``ModuleModel.forget_objects``), so a file gets the same verdict
+    whichever files the process checked before it."""
+    for _, model in _PARSED.values():
+        if model is not None:
+            model.forget_objects()
+
+
 def remember_checked(model: ModuleModel) -> None:
     """A checked file's model, kept for the files of the same run that import it."""
     if model.path is None:
