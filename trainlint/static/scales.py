@@ -104,8 +104,9 @@ def _arithmetic(expr: cst.BinaryOperation, scope: Scope, depth: int) -> str:
     left, right = scalar(expr.left, scope, depth + 1), scalar(expr.right, scope, depth + 1)
     if RECIPROCAL in (left, right):
         return RECIPROCAL
-    if isinstance(expr.operator, cst.Multiply) and {left, right} <= {COUNT, CONSTANT, INTEGER} and COUNT in (left, right):
+    if isinstance(expr.operator, cst.Multiply) and {left, right} <= {COUNT, CONSTANT} and COUNT in (left, right):
         return COUNT  # batch times sequence length, a count times a constant
+    # a count times an integer that may be k (``n_tokens * accum_steps``) may count the window
     return UNKNOWN
 
 
