@@ -33,6 +33,9 @@ CONSTANT = "constant"
 UNKNOWN = "unknown"
 
 _MAX_DEPTH = 6
+# How deep into a chain of calls a parameter is followed back to what callers pass: each level
+# multiplies the work by the number of call sites (torch's own modules: minutes at 6).
+_CALLER_DEPTH = 2
 # Methods that keep a scalar what it was (a conversion, a detached copy).
 _SAME = frozenset({"item", "float", "int", "long", "detach", "to", "cpu", "cuda", "clone", "double", "half"})
 _SAME_FUNCTIONS = frozenset({"int", "float", "abs", "torch.tensor", "torch.as_tensor", "math.floor", "math.ceil"})
@@ -172,6 +175,8 @@ def _held(expr: cst.BaseExpression, scope: Scope, depth: int) -> str:
         given = scope.scalar_given(path)
         if given is not None:
             return given
+        if depth >= _CALLER_DEPTH:
+            return UNKNOWN  # every caller's argument, through every caller's callers, multiplies
         calls = passed(path, scope)
         return join(scalar(value, where, depth + 1) for where, value in calls) if calls else UNKNOWN
     found = stores(path, scope)
