@@ -264,11 +264,16 @@ def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
             return self.tty
 
     monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
     assert color_enabled(Stream(True)) and not color_enabled(Stream(False))
     monkeypatch.setenv("NO_COLOR", "1")
     assert not color_enabled(Stream(True))
     monkeypatch.setenv("NO_COLOR", "")  # no-color.org: only a non-empty value counts
     assert color_enabled(Stream(True))
+    monkeypatch.setenv("FORCE_COLOR", "1")  # force-color.org: colour in a CI log that is no terminal
+    assert color_enabled(Stream(False))
+    monkeypatch.setenv("NO_COLOR", "1")  # but NO_COLOR wins, as in CPython
+    assert not color_enabled(Stream(False))
 
 
 def test_rules_table_columns_and_json():

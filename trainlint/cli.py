@@ -149,7 +149,7 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, config
     if output_file:
         Path(output_file).write_text(rendered, encoding="utf-8")
     else:
-        click.echo(rendered, nl=False)
+        click.echo(rendered, nl=False, color=color)  # click strips the colour codes otherwise
     if output_format == "text":
         click.echo(render_errors(report), err=True, nl=False)
         if not quiet:

@@ -1,30 +1,42 @@
-"""Human-readable output: ``path:line:col: TL101 [clip-after-step] message``, like ruff."""
+"""Human-readable output: ``path:line:col: TL101 [clip-after-step] message``, like ruff (the
+``concise`` format, also named ``text``), and what goes to stderr with it."""
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, List, TextIO
 
+import click
+
 if TYPE_CHECKING:  # the engine (and what it imports) loads only when a file is checked
     from ..engine import Report
+    from ..findings import Finding
 
-_SEVERITY_COLOR = {"error": "31", "warning": "33", "info": "36"}
+SEVERITY_COLOR = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
 def color_enabled(stream: TextIO) -> bool:
-    """Colour for a terminal only, and never when NO_COLOR is set and non-empty (no-color.org)."""
-    return stream.isatty() and not os.environ.get("NO_COLOR")
+    """Colour for a terminal only. ``NO_COLOR`` set and non-empty turns it off (no-color.org);
+    otherwise ``FORCE_COLOR`` set and non-empty turns it on even when the stream is not a terminal
+    (force-color.org; CI logs that render ANSI). The same precedence as CPython's own colour."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
-def _paint(text: str, code: str, color: bool) -> str:
-    return f"\x1b[{code}m{text}\x1b[0m" if color else text
+def header(f: Finding, color: bool) -> str:
+    """A finding's first line, the same in the concise and the full format."""
+    where = click.style(f"{f.location}:", bold=True) if color else f"{f.location}:"
+    code = click.style(f.rule, fg=SEVERITY_COLOR.get(f.severity), bold=True) if color else f.rule
+    return f"{where} {code} [{f.name}] {f.message}"
 
 
 def render(report: Report, color: bool = False) -> str:
     lines: List[str] = []
     for f in report.findings:
-        where = _paint(f"{f.location}:", "1", color)
-        code = _paint(f.rule, _SEVERITY_COLOR.get(f.severity, "0"), color)
-        lines.append(f"{where} {code} [{f.name}] {f.message}")
+        lines.append(header(f, color))
         lines.extend(f"    {step}" for step in f.trace)  # only with --trace (see cli.check)
     return "\n".join(lines) + ("\n" if lines else "")
 
