@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import replace
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
@@ -14,7 +13,7 @@ import click
 from . import __version__
 from .catalog import Rule, get_rule, load_catalog, unknown_selectors
 from .config import ConfigError, configs_for, load_config, resolve_selection, split_selectors
-from .reporters import FORMATS
+from .reporters import FORMATS, HUMAN, choose_format, render
 from .reporters.text import color_enabled, render_errors, summary
 
 if TYPE_CHECKING:  # the engine loads when files are checked: --version, rules, explain stay light
@@ -92,7 +91,10 @@ def _plan(
 @click.option("--extend-select", multiple=True, metavar="RULES", help="Rules to run on top of the default set (or "
               "the config's); `--extend-select ADVICE` adds every advice-tier rule and finding.")
 @click.option("--ignore", multiple=True, metavar="RULES", help="Rules not to run.")
-@click.option("--format", "output_format", type=click.Choice(sorted(FORMATS)), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(list(FORMATS)), help="full: each finding with its source lines "
+              "(the default on a terminal); concise (also named text): one line each (the default otherwise); json, "
+              "sarif, github.")
+@click.option("--format", "format_option", type=click.Choice(list(FORMATS)), help="The same as --output-format.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml/trainlint.toml.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report here instead of stdout.")
@@ -104,8 +106,8 @@ def _plan(
 @click.option("--diff", "show_diff", is_flag=True, help="Print the autofixes as a unified diff; write nothing.")
 @click.option("--trace", is_flag=True, help="Show each finding's witness: the calls across functions and files, the "
               "conditions assumed, the statements involved.")
-def check(paths, select, extend_select, ignore, output_format, exit_zero, config_file, output_file, quiet, no_cache, jobs,
-          no_respect_gitignore, fix, show_diff, trace) -> None:
+def check(paths, select, extend_select, ignore, output_format, format_option, exit_zero, config_file, output_file, quiet,
+          no_cache, jobs, no_respect_gitignore, fix, show_diff, trace) -> None:
     """Check PATHS (files, directories, notebooks) for training bugs.
 
     Directories are searched for *.py and *.ipynb files, skipping VCS, virtualenv and build
@@ -116,6 +118,7 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, config
     """
     global _checked
     _checked = True
+    output_format = choose_format(output_format, format_option, terminal=not output_file and sys.stdout.isatty())
     from .engine import Report, check_paths, combine, default_jobs, display_path, fix_paths
     from .files import path_error
     from .findings import FileError
@@ -142,15 +145,13 @@ def check(paths, select, extend_select, ignore, output_format, exit_zero, config
                 click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)
         errors += [FileError(change.path, change.error) for change in changes if change.error is not None]
     report = combine([Report(errors=errors), *(check_paths(group, settings) for group, settings in plan)])
-    if not trace:
-        report.findings = [replace(f, trace=()) for f in report.findings]
-    color = output_format == "text" and not output_file and color_enabled(sys.stdout)
-    rendered = FORMATS[output_format](report, color)
+    color = output_format in HUMAN and not output_file and color_enabled(sys.stdout)
+    rendered = render(output_format, report, color, trace)
     if output_file:
         Path(output_file).write_text(rendered, encoding="utf-8")
     else:
         click.echo(rendered, nl=False, color=color)  # click strips the colour codes otherwise
-    if output_format == "text":
+    if output_format in HUMAN:
         click.echo(render_errors(report), err=True, nl=False)
         if not quiet:
             if not report.files and not report.errors:
