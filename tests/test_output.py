@@ -1,18 +1,21 @@
-"""Output people read: --output-format full and concise (and --format, its older name), and
-colour (a terminal only, NO_COLOR, FORCE_COLOR)."""
+"""Output people read: --output-format full and concise (and --format, its older name),
+--statistics, and colour (a terminal only, NO_COLOR, FORCE_COLOR)."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from cli_support import BOTH, CLIP_AFTER_STEP, run, run_json, write
+from trainlint.catalog import load_catalog
 from trainlint.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,6 +153,53 @@ def test_full_without_the_source_says_so(tmp_path):
     assert path.exists()
 
 
+# --------------------------------------------------------------------------- statistics
+STATISTICS_LINE = re.compile(r"^ *(?P<count>\d+)  (?P<rule>TL\d{3})  (?P<mark>\[\*\]|\[ \]|   ) (?P<name>[a-z0-9-]+)"
+                             r"(?: \((?P<fixable>\d+) of (?P=count) fixable\))?$")
+
+
+def test_statistics_counts_each_rule_sorted_by_count_then_id(tmp_path):
+    write(tmp_path, "a.py", BOTH)
+    write(tmp_path, "b.py", CLIP_AFTER_STEP)
+    result = run("--no-cache", "--statistics", tmp_path)
+    assert result.exit_code == 1  # the exit status of the findings, as without --statistics
+    assert result.stdout == "2  TL101  [*] clip-after-step\n1  TL102  [*] scheduler-before-step\n"
+    summary, legend = result.stderr.splitlines()
+    assert summary == "Found 3 findings in 2 files."
+    assert legend.startswith("[*] fixable with `trainlint --fix`")
+    assert run("--no-cache", "--statistics", "--exit-zero", tmp_path).exit_code == 0
+    assert run("--no-cache", "--statistics", "-q", tmp_path).stderr == ""
+    data = json.loads(run("--no-cache", "--statistics", "--output-format", "json", tmp_path).stdout)
+    assert data == [{"rule": "TL101", "name": "clip-after-step", "count": 2, "fixable": 2, "autofix": True},
+                    {"rule": "TL102", "name": "scheduler-before-step", "count": 1, "fixable": 1, "autofix": True}]
+    assert run("--statistics", "--output-format", "sarif", tmp_path).exit_code == 2
+
+
+def test_statistics_on_fixtures_agree_with_the_findings_and_with_what_fix_fixes(tmp_path):
+    # Copies of fixture directories with rules of both kinds: with an autofix (TL101, partly
+    # fixable there) and without (TL104, TL105).
+    work = tmp_path / "work"
+    for rule in ("TL101", "TL104"):
+        shutil.copytree(ROOT / "fixtures" / rule, work / rule)
+    result = run("--no-cache", "--statistics", work)
+    rows = [STATISTICS_LINE.match(line) for line in result.stdout.splitlines()]
+    assert all(rows), result.stdout
+    _, before = run_json("--no-cache", work)
+    counts = Counter(f["rule"] for f in before["findings"])
+    assert [(row["rule"], int(row["count"])) for row in rows] == sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    catalog = load_catalog()
+    assert all((row["mark"] == "   ") == (not catalog[row["rule"]].autofix) for row in rows)
+    # What --fix then fixes is what the table said: the fixable count of each rule.
+    run("--no-cache", "--fix", work)
+    _, after = run_json("--no-cache", work)
+    left = Counter(f["rule"] for f in after["findings"])
+    for row in rows:
+        fixable = 0 if row["mark"] != "[*]" else int(row["fixable"] or row["count"])
+        assert counts[row["rule"]] - left[row["rule"]] == fixable, row.group(0)
+    assert any(row["mark"] == "[*]" and row["fixable"] for row in rows)  # some rule is only partly fixable
+    assert any(row["mark"] == "   " for row in rows)
+
+
 # --------------------------------------------------------------------------- colour
 @pytest.fixture
 def no_colour_variables(monkeypatch):
@@ -159,14 +209,14 @@ def no_colour_variables(monkeypatch):
 
 def test_no_colour_when_not_a_terminal(tmp_path, no_colour_variables):
     path = write(tmp_path, "train.py", BOTH)
-    for args in ((), ("--output-format", "full")):
+    for args in ((), ("--output-format", "full"), ("--statistics",)):
         assert ANSI not in run("--no-cache", *args, path).output, args
 
 
 def test_force_color_colours_and_no_color_wins(tmp_path, no_colour_variables):
     path = write(tmp_path, "train.py", BOTH)
     runner = CliRunner()  # leaves ANSI in the output only where trainlint asks click for colour
-    for args in (("--output-format", "concise"), ("--output-format", "full")):
+    for args in (("--output-format", "concise"), ("--output-format", "full"), ("--statistics",)):
         forced = runner.invoke(main, ["--no-cache", *args, str(path)], env={"FORCE_COLOR": "1"})
         assert ANSI in forced.stdout, args
         assert re.sub(r"\x1b\[[0-9;]*m", "", forced.stdout) == run("--no-cache", *args, path).stdout

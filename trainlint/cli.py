@@ -95,6 +95,8 @@ def _plan(
               "(the default on a terminal); concise (also named text): one line each (the default otherwise); json, "
               "sarif, github.")
 @click.option("--format", "format_option", type=click.Choice(list(FORMATS)), help="The same as --output-format.")
+@click.option("--statistics", is_flag=True, help="Count the findings of each rule (and how many --fix would fix) "
+              "instead of listing them.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="Use this pyproject.toml/trainlint.toml.")
 @click.option("--output-file", "-o", type=click.Path(dir_okay=False, writable=True), help="Write the report here instead of stdout.")
@@ -106,8 +108,8 @@ def _plan(
 @click.option("--diff", "show_diff", is_flag=True, help="Print the autofixes as a unified diff; write nothing.")
 @click.option("--trace", is_flag=True, help="Show each finding's witness: the calls across functions and files, the "
               "conditions assumed, the statements involved.")
-def check(paths, select, extend_select, ignore, output_format, format_option, exit_zero, config_file, output_file, quiet,
-          no_cache, jobs, no_respect_gitignore, fix, show_diff, trace) -> None:
+def check(paths, select, extend_select, ignore, output_format, format_option, statistics, exit_zero, config_file,
+          output_file, quiet, no_cache, jobs, no_respect_gitignore, fix, show_diff, trace) -> None:
     """Check PATHS (files, directories, notebooks) for training bugs.
 
     Directories are searched for *.py and *.ipynb files, skipping VCS, virtualenv and build
@@ -119,6 +121,8 @@ def check(paths, select, extend_select, ignore, output_format, format_option, ex
     global _checked
     _checked = True
     output_format = choose_format(output_format, format_option, terminal=not output_file and sys.stdout.isatty())
+    if statistics and output_format not in HUMAN | {"json"}:
+        raise click.UsageError(f"--statistics prints a table (or, with --output-format json, JSON), not {output_format}")
     from .engine import Report, check_paths, combine, default_jobs, display_path, fix_paths
     from .files import path_error
     from .findings import FileError
@@ -146,7 +150,15 @@ def check(paths, select, extend_select, ignore, output_format, format_option, ex
         errors += [FileError(change.path, change.error) for change in changes if change.error is not None]
     report = combine([Report(errors=errors), *(check_paths(group, settings) for group, settings in plan)])
     color = output_format in HUMAN and not output_file and color_enabled(sys.stdout)
-    rendered = render(output_format, report, color, trace)
+    legend = ""
+    if statistics:
+        from . import statistics as stats
+
+        table = stats.rows(report, plan)
+        rendered = stats.render_json(table) if output_format == "json" else stats.render_table(table, color)
+        legend = stats.legend(table)
+    else:
+        rendered = render(output_format, report, color, trace)
     if output_file:
         Path(output_file).write_text(rendered, encoding="utf-8")
     else:
@@ -156,7 +168,7 @@ def check(paths, select, extend_select, ignore, output_format, format_option, ex
         if not quiet:
             if not report.files and not report.errors:
                 click.echo("warning: no Python files found under the given paths" + _git_ignored_hint(report), err=True)
-            click.echo(summary(report), err=True)
+            click.echo(summary(report) + (f"\n{legend}" if legend else ""), err=True)
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)
