@@ -78,6 +78,7 @@ class _Sources:
 
     def __init__(self) -> None:
         self._texts: Dict[str, Optional[str]] = {}
+        self._sources: Dict[Tuple[str, Optional[int]], Optional[Source]] = {}
 
     def text(self, shown: str) -> Optional[str]:
         if shown not in self._texts:
@@ -85,6 +86,11 @@ class _Sources:
         return self._texts[shown]
 
     def get(self, shown: str, cell: Optional[int]) -> Optional[Source]:
+        if (shown, cell) not in self._sources:
+            self._sources[shown, cell] = self._source(shown, cell)
+        return self._sources[shown, cell]
+
+    def _source(self, shown: str, cell: Optional[int]) -> Optional[Source]:
         text = self.text(shown)
         if text is None:
             return None
