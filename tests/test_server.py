@@ -244,3 +244,40 @@ def test_the_analysis_handler_survives_an_exception(tmp_path, monkeypatch):
     [failed] = by_uri[uris[0]]
     assert failed.message == "analysis failed: MemoryError: out of it" and failed.severity == types.DiagnosticSeverity.Error
     assert [d.code for d in by_uri[uris[1]]] == ["TL101"]
+
+
+def test_the_readme_documents_the_real_command():
+    """The editor settings in the README start this command, for Python files."""
+    import json
+    import re
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Editor integration\n", 1)[1].split("\n## ", 1)[0]
+    blocks = dict(re.findall(r"```(\w+)\n(.*?)```", section, re.S))
+    assert set(blocks) == {"jsonc", "lua", "toml"}, blocks.keys()
+
+    vscode = json.loads(re.sub(r"//[^\n]*", "", blocks["jsonc"]))
+    neovim = blocks["lua"]
+    helix = tomllib.loads(blocks["toml"])
+    commands = [
+        [vscode["glspc.server.command"], *vscode["glspc.server.commandArguments"]],
+        re.findall(r'"([^"]*)"', re.search(r"cmd\s*=\s*\{([^}]*)\}", neovim).group(1)),
+        [helix["language-server"]["trainlint"]["command"], *helix["language-server"]["trainlint"]["args"]],
+    ]
+    for command in commands:
+        assert command == ["trainlint", "server"]
+    assert vscode["glspc.server.languageId"] == ["python"]
+    assert re.findall(r'"([^"]*)"', re.search(r"filetypes\s*=\s*\{([^}]*)\}", neovim).group(1)) == ["python"]
+    [python] = [language for language in helix["language"] if "trainlint" in language["language-servers"]]
+    assert python["name"] == "python"
+    # ... and that command is the real one: `trainlint server` is a command of the CLI.
+    from trainlint.cli import main
+
+    assert main.get_command(None, "server").name == "server"
+    assert "Language Server Protocol" in run("server", "--help").stdout
