@@ -212,7 +212,6 @@ def test_the_analysis_handler_survives_an_exception(tmp_path, monkeypatch):
     """In process: the engine call raising for one document gives it one failure diagnostic; the
     next document is analysed as usual."""
     from lsprotocol import types
-    from pygls.workspace import Workspace
 
     from trainlint.server import protocol
 
@@ -224,15 +223,8 @@ def test_the_analysis_handler_survives_an_exception(tmp_path, monkeypatch):
         return real(path, text, options)
 
     monkeypatch.setattr(protocol, "analyse", analyse)
-    server = protocol.build(protocol.Options(cache=False))
-    server.protocol._workspace = Workspace(None)
-    published = []
-    monkeypatch.setattr(server, "text_document_publish_diagnostics", published.append)
-    uris = []
-    for name, text in (("crash_me.py", CLIP_AFTER_STEP), ("train.py", CLIP_AFTER_STEP)):
-        path = write(tmp_path, name, text)
-        uris.append(path.as_uri())
-        server.workspace.put_text_document(types.TextDocumentItem(uri=path.as_uri(), language_id="python", version=1, text=text))
+    server = _in_process(tmp_path, monkeypatch)
+    uris = [server.open_document(name, CLIP_AFTER_STEP).as_uri() for name in ("crash_me.py", "train.py")]
 
     async def both():
         for uri in uris:
@@ -240,10 +232,56 @@ def test_the_analysis_handler_survives_an_exception(tmp_path, monkeypatch):
 
     asyncio.run(both())
     server.engine.shutdown()
-    by_uri = {p.uri: p.diagnostics for p in published}
+    by_uri = {p.uri: p.diagnostics for p in server.published}
     [failed] = by_uri[uris[0]]
     assert failed.message == "analysis failed: MemoryError: out of it" and failed.severity == types.DiagnosticSeverity.Error
     assert [d.code for d in by_uri[uris[1]]] == ["TL101"]
+
+
+def _in_process(tmp_path, monkeypatch, encoding=None):
+    """A server with a workspace but no client: what it publishes is collected."""
+    from lsprotocol import types
+    from pygls.workspace import Workspace
+
+    from trainlint.server import protocol
+
+    server = protocol.build(protocol.Options(cache=False))
+    server.protocol._workspace = Workspace(None, **({"position_encoding": encoding} if encoding else {}))
+    server.published = []
+    monkeypatch.setattr(server, "text_document_publish_diagnostics", server.published.append)
+
+    def open_document(name, text):
+        path = write(tmp_path, name, text)
+        server.workspace.put_text_document(types.TextDocumentItem(uri=path.as_uri(), language_id="python",
+                                                                  version=1, text=text))
+        return path
+
+    server.open_document = open_document
+    return server
+
+
+@pytest.mark.parametrize("encoding, character", [("utf-16", 14), ("utf-8", 17), ("utf-32", 13)])
+def test_positions_in_the_encoding_agreed_with_the_client(tmp_path, monkeypatch, encoding, character):
+    from lsprotocol import types
+
+    server = _in_process(tmp_path, monkeypatch, types.PositionEncodingKind(encoding))
+    text = CLIP_AFTER_STEP.replace("    torch.nn.utils.clip", "    \u00e9 = '\U0001F600'; torch.nn.utils.clip")
+    path = server.open_document("train.py", text)
+    asyncio.run(server.analyse(path.as_uri()))
+    server.engine.shutdown()
+    [published] = server.published
+    [diagnostic] = published.diagnostics
+    assert (diagnostic.range.start.line, diagnostic.range.start.character) == (8, character)
+
+
+def test_no_fix_and_no_error_for_a_text_that_does_not_parse(tmp_path, monkeypatch):
+    server = _in_process(tmp_path, monkeypatch)
+    path = server.open_document("train.py", CLIP_AFTER_STEP)
+    asyncio.run(server.analyse(path.as_uri()))
+    [finding] = server.store.items(path.resolve())
+    assert server.fixed(CLIP_AFTER_STEP, path.resolve(), finding) == CLEAN
+    assert server.fixed(CLIP_AFTER_STEP + "x = (\n", path.resolve(), finding) is None
+    server.engine.shutdown()
 
 
 def test_the_readme_documents_the_real_command():

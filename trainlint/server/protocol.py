@@ -89,7 +89,9 @@ class TrainlintServer(LanguageServer):
 
     @property
     def encoding(self) -> str:
-        return str(self.workspace.position_encoding or "utf-16")
+        """The position encoding agreed with the client: ``utf-8``, ``utf-16`` or ``utf-32``."""
+        kind = self.workspace.position_encoding or "utf-16"
+        return str(getattr(kind, "value", kind))
 
     # ----------------------------------------------------------------- analysis
     def schedule(self, uri: str, delay: float = DEBOUNCE) -> None:
@@ -171,10 +173,14 @@ class TrainlintServer(LanguageServer):
         if key not in self.fixes:
             from ..fix import fix_finding, fix_source
 
-            if finding is None:
-                new = fix_source(text, rules)[0]
-            else:
-                new = fix_finding(text, rules, finding.rule, finding.line, finding.column)
+            try:
+                if finding is None:
+                    new = fix_source(text, rules)[0]
+                else:
+                    new = fix_finding(text, rules, finding.rule, finding.line, finding.column)
+            except Exception:  # noqa: BLE001 - a text being typed may not parse: no fix offered, no error
+                logger.warning("no fix for %s", path, exc_info=True)
+                new = text
             if len(self.fixes) > 64:
                 self.fixes.clear()
             self.fixes[key] = new if new != text else None
