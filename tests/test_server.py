@@ -82,6 +82,10 @@ def test_an_editor_session(client, tmp_path):
     fixed_by_cli = write(tmp_path, "by_cli/train.py", text)
     assert run("--fix", "--no-cache", fixed_by_cli).exit_code == 0
     assert fixed == fixed_by_cli.read_text(encoding="utf-8")  # what `trainlint --fix` writes
+    [fix_all] = server.request("textDocument/codeAction", {
+        "textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+        "context": {"diagnostics": [], "only": ["source.fixAll"]}})
+    assert fix_all["kind"] == "source.fixAll.trainlint" and apply_edits(text, fix_all["edit"]["changes"][uri]) == fixed
 
     server.change(uri, fixed, 2)
     assert server.diagnostics(uri)["diagnostics"] == []
