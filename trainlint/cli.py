@@ -27,8 +27,9 @@ class DefaultToCheck(click.Group):
     """``trainlint PATH...`` means ``trainlint check PATH...``: a first argument that names no
     subcommand goes to ``check`` (subcommands added later, such as ``run``, are routed by name)."""
 
-    # Commands loaded on first use, so `trainlint PATH` (pre-commit) never imports the guard.
-    lazy = {"run": ("trainlint.runtime.command", "run")}
+    # Commands loaded on first use, so `trainlint PATH` (pre-commit) never imports the guard or
+    # the language server.
+    lazy = {"run": ("trainlint.runtime.command", "run"), "server": ("trainlint.server.command", "server")}
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
         names = set(self.commands) | set(self.lazy)

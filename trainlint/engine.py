@@ -199,10 +199,13 @@ def _analyze(path: Path, shown: str, data: bytes, settings: Settings, project: O
         return [], [FileError(shown, "out of memory while analyzing")], []
 
 
-def check_file(path: Path, settings: Settings) -> FileResult:
+def check_file(path: Path, settings: Settings, data: Optional[bytes] = None) -> FileResult:
+    """``data``: the file's content to check instead of what is on disk (an editor's unsaved text,
+    see trainlint/server/); cached by content like a file's."""
     shown = display_path(path)
     try:
-        data = read_bytes(path)
+        if data is None:
+            data = read_bytes(path)
         described = library.activate(settings.config.library)  # the shipped descriptions and the project's
         store: Optional[Cache] = Cache(cache_dir(settings.config.root)) if settings.cache else None
         shown_rules = rules_for(path, settings) | {f"{rule}:advice" for rule in settings.advice}

@@ -528,15 +528,10 @@ def fix_report(text: str, rules: AbstractSet[str], max_fixes: Optional[int] = No
             limit = MAX_FIXES + 2 * len(candidates) if max_fixes is None else max_fixes
         if not candidates:
             break
-        try:
-            tree = Tree(current, compiled=current is text)  # a fixed text compiled already
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        prepared = _prepared(current, compiled=current is text)  # a fixed text compiled already
+        if prepared is None:
             break  # CPython refuses it (a break outside a loop; syntax newer than this interpreter): no fix
-        lines = split_lines(current)
-        added = ""
-        if lines and _line_end(lines[-1], "") == "":
-            added = _line_end(lines[0])
-            lines[-1] += added
+        tree, lines, added = prepared
         for result in candidates:
             edit = FIXERS[result.rule](result, lines, tree)
             if edit is None:
@@ -556,6 +551,52 @@ def fix_report(text: str, rules: AbstractSet[str], max_fixes: Optional[int] = No
             break
     report.text = current
     return report
+
+
+def fix_finding(text: str, rules: AbstractSet[str], rule: str, line: int, column: int) -> Optional[str]:
+    """The text with the one finding of ``rule`` at ``line``:``column`` (1-based, where the finding
+    starts) fixed, by the edit ``fix_report`` makes for it when it is the first one fixed: the same
+    fixer, kept only after the same checks. None: no safe fix (or no such finding, or suppressed).
+    The language server's quick fix for one diagnostic."""
+    selected = frozenset(rules)
+    if rule not in selected or rule not in FIXERS:
+        return None
+    catalog = load_catalog()
+    suppressions = parse_suppressions(text)
+    if suppressions.skip_file or suppressions.suppresses(line, catalog[rule].id, catalog[rule].name):
+        return None
+    result = next((r for r in analyze_results(text, selected & FIXERS.keys())
+                   if r.path is None and r.rule == rule and r.span[:2] == (line, column)), None)
+    prepared = _prepared(text, compiled=True) if result is not None else None
+    if prepared is None:
+        return None
+    tree, lines, added = prepared
+    edit = FIXERS[rule](result, lines, tree)
+    if edit is None:
+        return None
+    analyses: Dict[str, List[Result]] = {}
+
+    def findings(source: str) -> List[Result]:
+        if source not in analyses:
+            analyses[source] = [r for r in analyze_results(source, selected) if r.path is None]
+        return analyses[source]
+
+    return _verified(result, edit, lines, tree, text, added, findings)[0]
+
+
+def _prepared(text: str, compiled: bool) -> Optional[Tuple[Tree, Lines, str]]:
+    """The text's tree, its lines (the last one given a line end if it had none) and that added
+    line end; None if CPython refuses the text."""
+    try:
+        tree = Tree(text, compiled=compiled)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    lines = split_lines(text)
+    added = ""
+    if lines and _line_end(lines[-1], "") == "":
+        added = _line_end(lines[0])
+        lines[-1] += added
+    return tree, lines, added
 
 
 def _verified(result: Result, edit: Edit, lines: Lines, tree: Tree, current: str, added: str,
