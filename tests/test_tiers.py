@@ -7,18 +7,11 @@ import json
 from cli_support import run, run_json, write
 from trainlint.catalog import TIERS, load_catalog
 
-# An evaluation whose outputs are dropped (TL502 advice) and one that keeps them (TL502 warning),
-# with Adam's coupled weight decay (TL702, an advice-tier rule).
+# An evaluation that keeps its outputs without no_grad (TL502, a warning), a weights-only checkpoint
+# nothing resumes from (TL901's advice finding) and Adam's coupled weight decay (TL702, an
+# advice-tier rule).
 EVALUATIONS = """\
 import torch
-
-
-def accuracy(model, loader):
-    model.eval()
-    correct = 0
-    for x, y in loader:
-        correct += (model(x).argmax(-1) == y).sum().item()
-    return correct
 
 
 def logits(model, loader):
@@ -29,8 +22,14 @@ def logits(model, loader):
     return torch.cat(kept)
 
 
-net = torch.nn.Linear(4, 2)
-optimizer = torch.optim.Adam(net.parameters(), lr=1e-3, weight_decay=1e-4)
+def main(model, loader, epochs):
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
+    for epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+        torch.save({"model": model.state_dict(), "epoch": epoch}, f"ckpt_{epoch}.pt")
 """
 
 
@@ -47,13 +46,13 @@ def test_every_rule_has_a_tier_and_advice_rules_are_opt_in():
 
 def test_default_run_shows_only_the_default_tiers(tmp_path):
     _, data = run_json(write(tmp_path, "evaluate.py", EVALUATIONS))
-    assert _found(data) == {(16, "TL502", "warning", "warning")}
+    assert _found(data) == {(8, "TL502", "warning", "warning")}
 
 
 def test_extend_select_advice_adds_advice_rules_and_advice_findings(tmp_path):
     _, data = run_json("--extend-select", "ADVICE", write(tmp_path, "evaluate.py", EVALUATIONS))
     assert _found(data) == {
-        (8, "TL502", "advice", "info"), (16, "TL502", "warning", "warning"), (21, "TL702", "advice", "info"),
+        (8, "TL502", "warning", "warning"), (13, "TL702", "advice", "info"), (19, "TL901", "advice", "info"),
     }
 
 
@@ -64,16 +63,16 @@ def test_select_advice_alone_runs_only_advice(tmp_path):
 
 def test_selecting_a_rule_by_id_shows_its_advice_but_a_prefix_does_not(tmp_path):
     path = write(tmp_path, "evaluate.py", EVALUATIONS)
-    _, by_id = run_json("--select", "TL502", path)
-    assert {(f["line"], f["tier"]) for f in by_id["findings"]} == {(8, "advice"), (16, "warning")}
-    _, by_prefix = run_json("--select", "TL5", path)
-    assert {(f["line"], f["tier"]) for f in by_prefix["findings"]} == {(16, "warning")}
+    _, by_id = run_json("--select", "TL901", path)
+    assert {(f["line"], f["tier"]) for f in by_id["findings"]} == {(19, "advice")}
+    _, by_prefix = run_json("--select", "TL9", path)
+    assert by_prefix["findings"] == []
 
 
 def test_config_extend_select_advice(tmp_path):
     write(tmp_path, "pyproject.toml", '[tool.trainlint]\nextend-select = ["ADVICE"]\nignore = ["TL702"]\n')
     _, data = run_json(write(tmp_path, "evaluate.py", EVALUATIONS))
-    assert {(f["line"], f["rule"]) for f in data["findings"]} == {(8, "TL502"), (16, "TL502")}
+    assert {(f["line"], f["rule"]) for f in data["findings"]} == {(8, "TL502"), (19, "TL901")}
 
 
 def test_sarif_carries_the_tier_and_advice_is_a_note(tmp_path):
@@ -81,7 +80,7 @@ def test_sarif_carries_the_tier_and_advice_is_a_note(tmp_path):
     results = json.loads(done.stdout)["runs"][0]["results"]
     levels = {(r["locations"][0]["physicalLocation"]["region"]["startLine"], r["level"], r["properties"]["tier"])
               for r in results}
-    assert levels == {(8, "note", "advice"), (16, "warning", "warning"), (21, "note", "advice")}
+    assert levels == {(8, "warning", "warning"), (13, "note", "advice"), (19, "note", "advice")}
 
 
 def test_cache_keeps_default_and_advice_runs_apart(tmp_path):

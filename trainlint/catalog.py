@@ -56,8 +56,8 @@ class Rule:
     trigger_patterns: Tuple["re.Pattern[str]", ...] = ()
     requires: Tuple[Tuple[str, ...], ...] = ()
     autofix: bool = False
-    # Which of a default rule's findings are recipes, not bugs, and so of the advice tier (TL502: a
-    # forward whose outputs are dropped); empty when every finding is of the rule's tier.
+    # Which of a default rule's findings are recipes, not bugs, and so of the advice tier (TL901: a
+    # weights-only checkpoint nothing resumes from); empty when every finding is of the rule's tier.
     advice: str = ""
     static: bool = True  # False: only the runtime guard can see it (a value, not a code shape)
 

