@@ -544,7 +544,13 @@ class Interpreter:
         states = self._expr(stmt.test, states, frame)
         key, polarity = self._cond_key(stmt.test)
         passed = {param: (caller_key, caller_polarity) for param, caller_key, caller_polarity in frame.conditions}
-        if key in passed:  # ``if update_grad:`` is the caller's condition
+        constant = None
+        if key in passed and passed[key][0] == _CONSTANT_NONE:  # ``if opt is not None:`` where opt is None
+            constant = not polarity
+        elif key in passed and passed[key][0] == _CONSTANT:  # ``if train:`` where the caller passed False
+            # (``if flag is not None:`` holds for False too: the key reads both tests alike)
+            constant = None if _compares_with_none(stmt.test) else passed[key][1] == polarity
+        elif key in passed:  # ``if update_grad:`` is the caller's condition
             key, polarity = passed[key][0], passed[key][1] if polarity else not passed[key][1]
         body = block(stmt.body)
         orelse: Sequence[cst.CSTNode] = ()
@@ -582,7 +588,7 @@ class Interpreter:
         learned_true = frozenset(fact for fact in when_true if counts.get(fact[0], 0) > 1)
         learned_false = frozenset(fact for fact in when_false if counts.get(fact[0], 0) > 1)
         compared = self._comparisons.get(key)
-        taken = _taken_on_this_pass(stmt.test, frame)
+        taken = _taken_on_this_pass(stmt.test, frame) if constant is None else constant
         for state in states:
             assumed = dict(state.assume).get(key)
             if taken is not None:  # ``if i == 0:`` on the first pass of ``for i, x in enumerate(...)``, or a later one
@@ -1214,9 +1220,17 @@ class Interpreter:
         params = [p for p in callee.params if p not in ("self", "cls")] if callee.cls is not None else list(callee.params)
         given = list(zip(params, [a.value for a in call.args if a.keyword is None and not a.star]))
         given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None and a.keyword.value in params]
+        passed = {param for param, _ in given}
+        # a parameter left to a constant default (``opt=None``): ``if opt is not None:`` is not taken
+        given += [(param, callee.default(param)) for param in params
+                  if param not in passed and _constant_truth(callee.default(param)) is not None]
         found = []
         for param, value in given:
-            if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+            if isinstance(value, cst.Name) and value.value == "None":  # ``if opt is not None:`` (or ``if opt:``) is not taken
+                found.append((param, _CONSTANT_NONE, False))
+            elif literal_bool(value) is not None:  # ``run_epoch(..., train=False)``: ``if train:`` is not taken on this call
+                found.append((param, _CONSTANT, literal_bool(value)))
+            elif isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
                 key, polarity = self._cond_key(value)
                 self._root._passed_conditions.add(key)
                 found.append((param, key, polarity))
@@ -1458,6 +1472,25 @@ def _partial_clears(model: ModuleModel) -> Set[int]:
 def _flag_assigned(assign: cst.Assign) -> Optional[str]:
     target = assign.targets[0].target if len(assign.targets) == 1 else None
     return target.value if isinstance(target, cst.Name) else None
+
+
+# The condition keys of a parameter the caller passed a literal True or False for, and None.
+_CONSTANT = "<constant>"
+_CONSTANT_NONE = "<None>"
+
+
+def _constant_truth(value: Optional[cst.BaseExpression]) -> Optional[bool]:
+    """What ``if param:`` finds for a literal True, False or None."""
+    if isinstance(value, cst.Name) and value.value == "None":
+        return False
+    return literal_bool(value)
+
+
+def _compares_with_none(test: cst.BaseExpression) -> bool:
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    return isinstance(test, cst.Comparison) and any(
+        isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in test.comparisons)
 
 
 def _literal_flags(model: ModuleModel) -> FrozenSet[str]:
