@@ -198,7 +198,7 @@ def _apply(current: FrozenSet[str], select: Optional[Sequence[str]], extend: Seq
 @dataclass(frozen=True)
 class Selection:
     rules: FrozenSet[str]  # the rule ids in force
-    # Rules whose advice-tier findings are shown too (TL502 on a forward whose outputs are dropped):
+    # Rules whose advice-tier findings are shown too (TL901 on a weights-only export nothing resumes from):
     # those selected by ``ADVICE``, ``ALL`` or their own id or name, not by a prefix.
     advice: FrozenSet[str]
 

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..local_values import LocalValues
 from ..module import Function, block
-from ..names import dotted
+from ..names import dotted, literal_key
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
 from ..calls import arg, parameters_given, kwarg, literal_bool, literal_number, literal_str
@@ -229,7 +229,7 @@ def _steps_after(ctx: Context, loop: cst.For) -> bool:
 # --------------------------------------------------------------------------- TL502
 def _sets_mode(site, training: bool) -> bool:
     """``model.eval()`` / ``model.train(False)`` (evaluation), ``model.train()`` / ``train(True)``."""
-    if site.receiver is None:
+    if not isinstance(site.call.func, cst.Attribute):
         return False
     args = site.call.args
     if site.name == "eval":
@@ -250,7 +250,7 @@ def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
     training_loops = {id(loop) for loop in ctx.sites.training_loops()}
     order = ctx.sites.statement_order
     for site in ctx.sites.sites:
-        if not _sets_mode(site, training=False):
+        if site.receiver is None or not _sets_mode(site, training=False):
             continue
         fn = site.function
         if fn is None or no_grad_function(ctx, fn):
@@ -263,7 +263,7 @@ def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
                    if s.receiver == model and _sets_mode(s, training=True) and order.get(id(s.statement), -1) > start),
                   default=None)
         for forward in ctx.sites.in_function(fn):
-            if dotted(forward.call.func) != model or not forward.loops:
+            if not _runs(forward.call, model) or not forward.loops:
                 continue
             if any(is_no_grad(ctx, w) for w in forward.withs):
                 continue
@@ -274,6 +274,233 @@ def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
                            or order.get(id(forward.loops[-1]), -1) < start):
                 continue  # the training loop's own forward, or one after train() again
             yield site, forward
+
+
+def _module_path(node: cst.BaseExpression) -> Optional[str]:
+    """``self.model`` for a name or attribute chain; ``models['g']`` for an entry by a literal key,
+    ``models[*]`` for an entry by any other key (the entries a loop over the container visits)."""
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        container = dotted(node.value)
+        if container is None:
+            return None
+        keyed_by = literal_key(node)
+        return f"{container}[{keyed_by[1]!r}]" if keyed_by else f"{container}[*]"
+    return dotted(node)
+
+
+def _runs(call: cst.Call, model: str) -> bool:
+    """Is ``call`` a forward of the module at ``model``: ``model(x)``, ``model.forward(x)``; for
+    ``models[*]`` (every entry, put in eval by a loop over the container) a call of any entry."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    name = _module_path(func)
+    if name is None:
+        return False
+    if name == model:
+        return True
+    return model.endswith("[*]") and name.startswith(model[:-2])
+
+
+def eval_calls(ctx: Context) -> Iterable[Tuple[object, object, object, bool]]:
+    """(eval site, call, forward, shared) for each call that runs a forward of the evaluated model
+    in a project function (through at most two calls), after ``model.eval()`` and before the model
+    trains again, with gradients on along the whole way: ``model.eval()`` then ``evaluate(model,
+    loader)`` whose loop forwards it. ``shared``: the function with the forward also trains on other
+    calls (a train/eval epoch runner), so no_grad belongs around the call, not inside it."""
+    order = ctx.sites.statement_order
+    training = {id(loop) for loop in ctx.sites.training_loops()}
+    for site in ctx.sites.sites:
+        func = site.call.func
+        model = _module_path(func.value) if isinstance(func, cst.Attribute) else None
+        if model is None or not _sets_mode(site, training=False):
+            continue
+        fn = site.function  # None: the module's own code (``if __name__ == "__main__":``)
+        if fn is not None and no_grad_function(ctx, fn):
+            continue
+        start = order.get(id(site.statement), -1)
+        end = min((order.get(id(s.statement), -1) for s in ctx.sites.in_function(fn)
+                   if isinstance(s.call.func, cst.Attribute) and _module_path(s.call.func.value) == model and _sets_mode(s, training=True) and order.get(id(s.statement), -1) > start),
+                  default=None)
+        for call in ctx.sites.in_function(fn):
+            at = order.get(id(call.statement), -1)
+            if at <= start or (end is not None and at > end) or any(is_no_grad(ctx, w) for w in call.withs):
+                continue
+            if any(id(loop) in training and loop not in site.loops for loop in call.loops):
+                continue  # a model held in eval through training (a frozen loss network): part of the step
+            if _grad_switched_off(ctx, fn, model, at):
+                continue
+            seen = {id(fn.node)} if fn is not None else set()
+            for forward, shared in _forwards_through(ctx, call, model, bool(call.loops), 0, seen):
+                yield site, call, forward, shared or _also_trains_with(ctx, call, model, start)
+
+
+def evaluations_by_parameter(ctx: Context) -> Iterable[Tuple[object, object, object]]:
+    """(mode site, call, forward) for a function whose mode follows a parameter
+    (``self.net.train(mode=train_model)``, or ``model.eval()`` in the else of ``if is_train:``),
+    called with that parameter False outside no_grad: its forwards after the mode site then run in
+    eval mode with gradients on. Its training steps must all be conditional (``if train_model:
+    loss.backward()``), so that call only evaluates."""
+    order = ctx.sites.statement_order
+    for site in ctx.sites.sites:
+        fn, func = site.function, site.call.func
+        if fn is None or not isinstance(func, cst.Attribute) or site.name not in ("train", "eval"):
+            continue
+        evaluates = _evaluates_when(site, fn)
+        model = _module_path(func.value)
+        if evaluates is None or model is None or _no_grad_decorated(ctx, fn):
+            continue
+        sites = ctx.sites.in_function(fn)
+        if any(ctx.sites.is_training_step(s) and not s.tests for s in sites):
+            continue
+        for call in ctx.sites.calls_of(fn):
+            if any(is_no_grad(ctx, w) for w in call.withs) or (
+                    call.function is not None and no_grad_function(ctx, call.function)):
+                continue
+            given = {p: literal_bool(v) for p, v in parameters_given(call.call, fn.params, fn.cls is not None)}
+            if not evaluates(given):
+                continue
+            start = order.get(id(site.statement), -1)
+            forward = next((f for f in sites if f.loops and _runs(f.call, model) and order.get(id(f.statement), -1) > start
+                            and not any(is_no_grad(ctx, w) for w in f.withs)
+                            and all(_test_value(t, given) is not False for t in f.tests)
+                            and not _grad_switched_off(ctx, fn, model, order.get(id(f.statement), -1))), None)
+            if forward is not None:
+                yield site, call, forward
+                break
+
+
+def _evaluates_when(site, fn: Function):
+    """For a mode call that depends on ``fn``'s parameters: given the literal arguments of a call
+    of ``fn``, does it put the model in eval mode? None when it does not depend on them."""
+    args = site.call.args
+    if site.name == "train" and len(args) == 1 and isinstance(args[0].value, cst.Name) \
+            and args[0].value.value in fn.params and (args[0].keyword is None or args[0].keyword.value == "mode"):
+        flag = args[0].value.value
+        return lambda given: given.get(flag) is False
+    if _sets_mode(site, training=False) and site.tests and all(_test_value(t, {}) is None for t in site.tests) \
+            and all(_tested_parameter(t, fn) for t in site.tests):
+        return lambda given: all(_test_value(t, given) is True for t in site.tests)
+    return None
+
+
+def _tested_parameter(test: cst.BaseExpression, fn: Function) -> bool:
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    return isinstance(test, cst.Name) and test.value in fn.params
+
+
+# What a parameter holds when its call passes ``None`` (or leaves a ``None`` default): beside the
+# literal True and False of ``given`` maps (a missing or None entry: not known).
+_NONE = "None"
+
+
+def _test_value(test: cst.BaseExpression, given) -> Optional[bool]:
+    """``is_train`` / ``not is_train`` / ``opt is not None`` with the parameter's literal
+    argument, else None."""
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    inner = test.expression if negated else test
+    if isinstance(inner, cst.Comparison) and len(inner.comparisons) == 1 and isinstance(inner.left, cst.Name) \
+            and isinstance(inner.comparisons[0].comparator, cst.Name) and inner.comparisons[0].comparator.value == "None":
+        operator = inner.comparisons[0].operator
+        value = given.get(inner.left.value)
+        if value is None or not isinstance(operator, (cst.Is, cst.IsNot)):
+            return None
+        return ((value == _NONE) == isinstance(operator, cst.Is)) != negated
+    value = given.get(inner.value) if isinstance(inner, cst.Name) else None
+    if value is None:
+        return None
+    return (value is True) != negated
+
+
+def _given(call, callee: Function):
+    """Parameter -> True, False or None (as ``_NONE``) for the literals ``call`` passes, and the
+    ``None``/True/False defaults of the parameters it leaves out."""
+    given = {}
+    for param in callee.params:
+        default = callee.default(param)
+        if default is not None and literal_bool(default) is not None:
+            given[param] = literal_bool(default)
+        elif isinstance(default, cst.Name) and default.value == "None":
+            given[param] = _NONE
+    for param, value in parameters_given(call.call, callee.params, callee.cls is not None and isinstance(call.call.func, cst.Attribute)):
+        given.pop(param, None)
+        if literal_bool(value) is not None:
+            given[param] = literal_bool(value)
+        elif isinstance(value, cst.Name) and value.value == "None":
+            given[param] = _NONE
+    return given
+
+
+def _may_compute_gradients(ctx: Context, fn: Function, given, depth: int = 0) -> bool:
+    """Can a call of ``fn`` with these arguments run a backward or ``autograd.grad`` (itself or
+    in a function of this module it calls)? Then its forwards need their graphs (a saliency map,
+    a perturbation optimised through a frozen model), unless a test the arguments decide turns
+    that part off (``if opt is not None: loss.backward()`` called without ``opt``)."""
+    for site in ctx.sites.in_function(fn):
+        if any(_test_value(t, given) is False for t in site.tests):
+            continue
+        name = dotted(site.call.func) or ""
+        if site.name == "backward" or "backward" in site.name or name.endswith("autograd.grad") or ctx.sites.is_training_step(site):
+            return True
+        callee = ctx.sites.local_callee(site) if depth < 3 else None
+        if callee is not None and callee is not fn and _may_compute_gradients(ctx, callee, {}, depth + 1):
+            return True
+    return False
+
+
+def _also_trains_with(ctx: Context, call, model: str, start: int) -> bool:
+    """Is the function ``call`` calls also called, before the eval at ``start``, on the model put
+    back in train mode (``model.train(); run_epoch(model, ...)``, then ``model.eval(); run_epoch(
+    model, ...)``)? Then it serves both, and no_grad belongs around the evaluation's call."""
+    order = ctx.sites.statement_order
+    callee = ctx.sites.local_callee(call)
+    sites = ctx.sites.in_function(call.function)
+    trained = [order.get(id(s.statement), -1) for s in sites if _sets_mode(s, training=True)
+               and isinstance(s.call.func, cst.Attribute) and _module_path(s.call.func.value) == model]
+    return any(other is not call and ctx.sites.local_callee(other) is callee
+               and any(t < order.get(id(other.statement), -1) < start for t in trained) for other in sites)
+
+
+def _forwards_through(ctx: Context, call, model: str, looping: bool, depth: int, seen: Set[int]):
+    """(forward, shared) of ``model`` that ``call`` runs in the project function it calls."""
+    callee = ctx.sites.local_callee(call)
+    if callee is None or id(callee.node) in seen or _no_grad_decorated(ctx, callee):
+        return
+    inner = _bound_in(callee, call, model)
+    if inner is None or _may_compute_gradients(ctx, callee, _given(call, callee)):
+        return  # it trains (eval() before it is TL501's concern), or needs the gradients it computes
+    steps = [s for s in ctx.sites.in_function(callee) if ctx.sites.is_training_step(s)]
+    order = ctx.sites.statement_order
+    for site in ctx.sites.in_function(callee):
+        if site.call is call or any(is_no_grad(ctx, w) for w in site.withs):
+            continue
+        if _grad_switched_off(ctx, callee, inner, order.get(id(site.statement), -1)):
+            continue
+        if _runs(site.call, inner) and (looping or site.loops):
+            yield site, bool(steps)
+        elif depth < 1 and not _runs(site.call, inner):
+            yield from _forwards_through(ctx, site, inner, looping or bool(site.loops), depth + 1, seen | {id(callee.node)})
+
+
+def _bound_in(callee: Function, call, model: str) -> Optional[str]:
+    """What ``model`` is called inside ``callee``: the same ``self.x`` in a method of the same
+    class called on ``self``, or the parameter the call passes it to."""
+    caller = call.function
+    func = call.call.func
+    if (model == "self" or model.startswith(("self.", "self["))) and isinstance(func, cst.Attribute) \
+            and dotted(func.value) == "self" and caller is not None and callee.cls == caller.cls:
+        return model
+    params = list(callee.node.params.params)
+    if callee.cls is not None and params and isinstance(func, cst.Attribute):
+        params = params[1:]  # bound: the instance is not an argument of the call
+    for index, argument in enumerate(call.call.args):
+        if argument.star or dotted(argument.value) != model:
+            continue
+        if argument.keyword is not None:
+            return argument.keyword.value if any(p.name.value == argument.keyword.value for p in params) else None
+        return params[index].name.value if index < len(params) else None
+    return None
 
 
 def _grad_switched_off(ctx: Context, fn: Function, model: str, at: int) -> bool:
@@ -295,6 +522,8 @@ def _grad_switched_off(ctx: Context, fn: Function, model: str, at: int) -> bool:
 def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
     reported: Set[int] = set()
     done: Set[int] = set()  # one finding per evaluation: its first forward
+    yield from _evaluations_through_calls(ctx, reported, done)
+    yield from _evaluations_by_parameter(ctx, reported)
     for site, forward in eval_forwards(ctx):
         if id(forward.call) in reported or id(site.call) in done:
             continue
@@ -319,6 +548,52 @@ def eval_without_no_grad(ctx: Context) -> Iterable[Match]:
             f"each batch holds the activations a training forward saves for backward, until its "
             f"output is dropped: several times the memory and time of inference, which caps the "
             f"evaluation batch size; wrap the loop in torch.no_grad() or torch.inference_mode()."
+        ))
+
+
+def _evaluations_through_calls(ctx: Context, reported: Set[int], done: Set[int]) -> Iterable[Match]:
+    """``model.eval()`` then a call whose callee forwards the model with gradients on: reported at
+    the forward when the callee only evaluates, at the call when it also trains on other calls (a
+    train/eval epoch runner: no_grad goes around this call)."""
+    for site, call, forward, shared in eval_calls(ctx):
+        # Reported in the evaluation's loop: at the call when it runs per batch a step function with
+        # no loop of its own, or serves training too; at the forward when the callee loops itself.
+        at_call = shared or not forward.loops
+        at = call.call if at_call else forward.call
+        if id(at) in reported or id(site.call) in done or id(forward.call) in reported:
+            continue
+        reported.update((id(at), id(forward.call)))
+        done.add(id(site.call))
+        if at_call:
+            yield Match("TL502", at, lambda line_of, c=call.call, f=forward.call, e=site.call, sh=shared: (
+                f"{ctx.label(c)} runs {ctx.label(f)} ({line_of(f)}) after {ctx.label(e)} ({line_of(e)}) "
+                f"with gradients on: eval() does not disable autograd, so each evaluation batch "
+                f"builds a graph and holds the activations a training forward saves for backward: "
+                f"several times the memory and time of inference; "
+                + ("the function serves training too, so " if sh else "")
+                + "wrap this call in torch.no_grad() (or torch.inference_mode())."
+            ))
+            continue
+        yield Match("TL502", at, lambda line_of, c=call.call, f=forward.call, e=site.call: (
+            f"{ctx.label(f)} runs in an evaluation (after {ctx.label(e)}, {line_of(e)}, then "
+            f"{ctx.label(c)}, {line_of(c)}) that builds autograd graphs: eval() does not disable "
+            f"gradients, so each batch holds the activations a training forward saves for "
+            f"backward: several times the memory and time of inference; wrap the evaluation in "
+            f"torch.no_grad() or torch.inference_mode()."
+        ))
+
+
+def _evaluations_by_parameter(ctx: Context, reported: Set[int]) -> Iterable[Match]:
+    for site, call, forward in evaluations_by_parameter(ctx):
+        if id(forward.call) in reported:
+            continue
+        reported.add(id(forward.call))
+        yield Match("TL502", forward.call, lambda line_of, f=forward.call, e=site.call, c=call.call: (
+            f"{ctx.label(f)} runs with gradients on when {ctx.label(c)} ({line_of(c)}) evaluates: "
+            f"{ctx.label(e)} ({line_of(e)}) puts the model in eval mode there, which does not disable "
+            f"autograd, so each evaluation batch builds a graph and holds the activations a training "
+            f"forward saves for backward: several times the memory and time of inference; switch "
+            f"gradients with the same flag (torch.set_grad_enabled(...)) around the forward."
         ))
 
 
@@ -396,13 +671,20 @@ def _no_grad_factory(ctx: Context, name: str) -> bool:
     return False
 
 
-def no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
-    """Decorated with @torch.no_grad()/@inference_mode(), or only called under such a context."""
+def _no_grad_decorated(ctx: Context, fn: Function) -> bool:
+    """Decorated with @torch.no_grad()/@inference_mode() (or a project decorator that wraps in it)."""
     for decorator in fn.node.decorators:
         target = decorator.decorator
         name = (dotted(target.func if isinstance(target, cst.Call) else target) or "").rsplit(".", 1)[-1]
         if name in _NO_GRAD or _no_grad_factory(ctx, name):
             return True
+    return False
+
+
+def no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
+    """Decorated with @torch.no_grad()/@inference_mode(), or only called under such a context."""
+    if _no_grad_decorated(ctx, fn):
+        return True
     callers = ctx.sites.calls_of(fn)
     if not callers or depth > 3:
         return False
@@ -428,7 +710,41 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
                 value = _moved(site.call.args[0].value)
                 if isinstance(value, cst.Name) and value.value in losses:
                     yield from _retained(ctx, site.call, value.value, training, fn, site)
+        for store, name in _keyed_stores(ctx, fn, losses):
+            yield from _retained(ctx, store, name, training, fn)
     yield from _evaluation_losses_kept(ctx)
+
+
+def _keyed_stores(ctx: Context, fn: Optional[Function], losses: Set[str]) -> Iterable[Tuple[cst.Assign, str]]:
+    """``history[step] = loss``: the loss stored under a key that is not a constant (a step count,
+    a loop variable), so every iteration adds an entry, each holding its graph."""
+    stores = {id(target): name for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns)
+              for name in [_moved(value).value if isinstance(_moved(value), cst.Name) else None]
+              if name in losses and isinstance(target, cst.Subscript) and len(target.slice) == 1
+              and isinstance(target.slice[0].slice, cst.Index) and _varying_key(target.slice[0].slice.value)}
+    if not stores:
+        return
+    for node in walk(fn.node if fn is not None else ctx.model.module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and id(node.targets[0].target) in stores:
+            yield node, stores[id(node.targets[0].target)]
+
+
+def _varying_key(key: cst.BaseExpression) -> bool:
+    """A key that names a value (``step``, ``len(history)``, ``f"{epoch}/{i}"``), not a literal."""
+    return not isinstance(key, (cst.SimpleString, cst.Integer, cst.Float, cst.ConcatenatedString)) and not (
+        isinstance(key, cst.Name) and key.value in ("True", "False", "None"))
+
+
+def _accumulator(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    """What keeps the loss: ``total`` of ``total += loss``, ``losses`` of ``losses.append(loss)``,
+    ``history`` of ``history[step] = loss``."""
+    if isinstance(node, cst.AugAssign):
+        return node.target
+    if isinstance(node, cst.Call):
+        return node.func.value
+    if isinstance(node, cst.Assign) and isinstance(node.targets[0].target, cst.Subscript):
+        return node.targets[0].target.value
+    return None
 
 
 _LIST_BUILDERS = frozenset({"list", "collections.deque", "deque"})
@@ -484,6 +800,8 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
         return
     if _rebound_detached(ctx, fn, name):
         return  # ``loss = loss.item()`` somewhere before: which value is accumulated is not proven
+    if not _kept_value_backpropagated(ctx, fn, name, node):
+        return  # ``loss = outputs.loss`` of an evaluation after the training loop: another value
     if isinstance(node, cst.AugAssign) and loops and _reset_in_loop(node.target, loops[-1]):
         return  # the accumulator starts again every pass (every optimizer step): memory is bounded
     restart = _restart_outside(node, loops)
@@ -498,10 +816,28 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
     ))
 
 
+def _kept_value_backpropagated(ctx: Context, fn: Optional[Function], name: str, node: cst.CSTNode) -> bool:
+    """Is the value of ``name`` that ``node`` keeps one that a backward runs on? The assignment to
+    ``name`` that comes last before ``node`` must come before a backward of ``name`` (in the same
+    pass, before or after ``node``); one made after every backward binds another value (a loss
+    the evaluation after the training loop computes under no_grad)."""
+    preorder = ctx.model.preorder
+    at = preorder.index(node)
+    if at is None:
+        return True
+    assigned = [i for target, _ in (fn.assigns if fn is not None else ctx.model.module_assigns)
+                if isinstance(target, cst.Name) and target.value == name
+                for i in [preorder.index(target)] if i is not None and i < at]
+    if not assigned:
+        return True  # a parameter, or bound by a loop or a with: the backward's own value
+    last = max(assigned)
+    return any(i is not None and i > last for i in (preorder.index(site.call) for site in _backward_sites(ctx, fn, name)))
+
+
 def _restart_outside(node: cst.CSTNode, loops) -> Optional[cst.CSTNode]:
     """The assignment that starts the accumulator again in a loop around the one it grows in
     (``epoch_loss = 0`` at each epoch's start): then its graphs are freed once per epoch."""
-    target = node.target if isinstance(node, cst.AugAssign) else node.func.value if isinstance(node, cst.Call) else None
+    target = _accumulator(node)
     wanted = dotted(target) if target is not None else None
     if wanted is None:
         return None
@@ -518,7 +854,7 @@ def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
     total passed in does when the function hands it back."""
     if fn is None:
         return False
-    target = node.target if isinstance(node, cst.AugAssign) else node.func.value if isinstance(node, cst.Call) else None
+    target = _accumulator(node)
     path = dotted(target) if target is not None else None
     if path is None:
         return False
@@ -527,8 +863,8 @@ def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
         return True
     if head not in fn.params:
         return False
-    if isinstance(node, cst.Call):
-        return True
+    if not isinstance(node, cst.AugAssign):
+        return True  # a list or dict the caller passed in: it keeps what is put into it
     # a total handed back, and never started again here (``running = 0`` at a step: bounded)
     return any(dotted(value) == path for value in fn.returns) and not any(dotted(t) == path for t, _ in fn.assigns)
 
@@ -566,17 +902,27 @@ def _reset_in_loop(target: cst.BaseExpression, loop: cst.CSTNode) -> bool:
 
 
 def _backpropagated_names(ctx: Context, fn: Optional[Function]) -> Set[str]:
+    return {name for site in ctx.sites.in_function(fn) for name in _backpropagated_by(site)}
+
+
+def _backward_sites(ctx: Context, fn: Optional[Function], name: str) -> List[object]:
+    return [site for site in ctx.sites.in_function(fn) if name in _backpropagated_by(site)]
+
+
+def _backpropagated_by(site) -> Set[str]:
+    """The names a backward call runs on: ``loss.backward()``, ``scaler.scale(loss).backward()``,
+    ``accelerator.backward(loss)``."""
+    if site.name != "backward":
+        return set()
     names = set()
-    for site in ctx.sites.in_function(fn):
-        if site.name != "backward":
-            continue
-        receiver = site.call.func.value if isinstance(site.call.func, cst.Attribute) else None
-        if isinstance(receiver, cst.Call) and receiver.args:  # scaler.scale(loss).backward()
-            receiver = receiver.args[0].value
-        if isinstance(receiver, cst.Name):
-            names.add(receiver.value)
-        elif site.call.args and isinstance(site.call.args[0].value, cst.Name):  # accelerator.backward(loss)
-            names.add(site.call.args[0].value.value)
+    receiver = site.call.func.value if isinstance(site.call.func, cst.Attribute) else None
+    if isinstance(receiver, cst.Call) and receiver.args:  # scaler.scale(loss).backward()
+        receiver = receiver.args[0].value
+    if isinstance(receiver, cst.Name):
+        names.add(receiver.value)
+    positional = [a for a in site.call.args if a.keyword is None and not a.star]
+    if positional and isinstance(positional[0].value, cst.Name):  # accelerator.backward(loss)
+        names.add(positional[0].value.value)
     return names
 
 
