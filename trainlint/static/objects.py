@@ -170,10 +170,14 @@ class ObjectFlow:
         (``train_epoch(model, loader, optimizer)`` in ``main``): the objects of every call site,
         beside what came in from outside when nothing here calls it."""
         model = self.model
+        sites = model.sites()
         for fn, _ in scopes:
-            for call in (fn.calls if fn is not None else model.top.calls):
+            # every call, also one inside another's arguments (``states.append(client.train(net=m))``)
+            for call in (site.call for site in sites.in_function(fn)):
                 name = dotted(call.func)
                 target = _local_function(model, name, fn) if name is not None else None
+                if target is None and isinstance(call.func, cst.Attribute):
+                    target = self._method_of_instances(call.func, fn)
                 if target is None or target is fn:
                     continue
                 method = target.cls is not None and isinstance(call.func, cst.Attribute)
@@ -181,6 +185,15 @@ class ObjectFlow:
                     objects = self.eval(argument, fn)
                     if objects and param not in ("self", "cls"):
                         self._changed |= _add(self._scope(target).setdefault(param, set()), objects)
+
+    def _method_of_instances(self, func: cst.Attribute, fn: Optional["Function"]) -> Optional["Function"]:
+        """``local.train`` where ``local`` can only be instances of one class of this module: that
+        class's method (``LocalUpdate(args).train(net=model)`` gives ``train`` its ``net``)."""
+        objects = self.eval(func.value, fn)
+        classes = {o.cls for o in objects}
+        if len(classes) != 1 or None in classes or any(o.class_module() is not self.model for o in objects):
+            return None
+        return self.model.method_of_class(classes.pop(), func.attr.value)
 
     def _instances_into_classes(self) -> None:
         """``self.x`` in a method of a class is ``x`` of any instance of it: what its constructions

@@ -356,11 +356,30 @@ def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], 
         return _named_module_output(caller, held, scope, ops, depth + 1, bound) if held and depth < _MAX_DEPTH else None
     # ``model = model.to(device)`` is the same module; a caller's ``model`` passed in is another scope's
     values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if scope is not fn or dotted(_unmoved(v)) != path]
+    if not values:
+        return _instances_output(model, path, fn, ops, depth, bound, call)
     return _agreed([
         _named_module_output(model, v.value, scope, ops, depth + 1, bound, call) if isinstance(v, cst.Name) and depth < _MAX_DEPTH
         else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope, bound, call, fn, model)
         for v, scope in values
     ])
+
+
+def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
+                      bound: Bindings, call: Optional[cst.Call]) -> Optional[str]:
+    """Where no assignment in reach says what ``path`` holds (a method's parameter, given by
+    callers in the project): the objects that can reach it, when all are instances of one project
+    class, return what that class's forward does."""
+    objects = model.objects.eval(cst.parse_expression(path), fn)
+    if not objects or any(o.cls is None or o.unknown for o in objects):
+        return None
+    results = []
+    for obj in objects:
+        owner = obj.class_module()
+        if owner is None:
+            return None
+        results.append(_forward_output(owner, obj.cls, obj.cls, ops, depth + 1, bound, call, fn, model))
+    return _agreed(results)
 
 
 def _last_added(model: ModuleModel, value: cst.BaseExpression, path: str, scope: Optional[Function]) -> cst.BaseExpression:
