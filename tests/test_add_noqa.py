@@ -162,3 +162,11 @@ def test_notebook_whose_layout_cannot_be_kept_is_left_alone(tmp_path):
     assert result.exit_code == 2
     assert "cannot add noqa comments: its JSON cannot be written back with the layout it has" in result.stderr
     assert path.read_text(encoding="utf-8") == text
+
+
+def test_the_check_command_takes_it_too_and_respects_the_selection(tmp_path):
+    path = write(tmp_path, "train.py", BOTH)
+    result = run("check", "--add-noqa", "--no-cache", "--select", "TL102", path)
+    assert result.exit_code == 0 and "Added 1 noqa comment to 1 file." in result.stderr
+    assert "# noqa: TL102" in path.read_text() and "TL101" not in path.read_text()
+    assert run("--add-noqa", "--write-baseline", tmp_path / "b.json", path).exit_code == 2
