@@ -168,6 +168,8 @@ def check_repo(repo: str, commit: str, paths: List[str], clones: Path, work: Pat
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", action="append", help="only this repository (owner/name); repeatable")
+    parser.add_argument("--corpus", default=str(CORPUS), help="the development corpus (tests pass a small one; "
+                        "the validation split is refused)")
     parser.add_argument("--clones", default=DEFAULT_CLONES, help="the harness's materialised trees (read only)")
     parser.add_argument("--work", default="/tmp/addnoqa", help="where the copies are made and rewritten")
     parser.add_argument("--rules", choices=("advice", "default"), default="advice",
@@ -175,7 +177,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
-    corpus = load_corpus(CORPUS)
+    if (ROOT / "benchmarks" / "real_world" / "validation") in Path(args.corpus).resolve().parents:
+        parser.error("the validation split is held out: it is never used to check --add-noqa")
+    corpus = load_corpus(Path(args.corpus))
     repos = args.repo or sorted(corpus)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
