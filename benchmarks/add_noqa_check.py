@@ -65,6 +65,17 @@ def trainlint(tree: Path, paths: Sequence[str], *options: str, jobs: int) -> Tup
     return findings, errors, "".join(stderr)
 
 
+def _links_into(tree: Path, clones: Path) -> Optional[str]:
+    """A symbolic link of the copy that leads into the harness's trees, if any."""
+    clones = clones.resolve()
+    for directory, subdirectories, files in os.walk(tree):
+        for name in subdirectories + files:
+            path = Path(directory, name)
+            if path.is_symlink() and (path.resolve() == clones or clones in path.resolve().parents):
+                return path.relative_to(tree).as_posix()
+    return None
+
+
 def hashes(tree: Path) -> Dict[str, str]:
     result = {}
     for directory, subdirectories, files in os.walk(tree):
@@ -128,6 +139,10 @@ def check_repo(repo: str, commit: str, paths: List[str], clones: Path, work: Pat
     if tree.exists():
         shutil.rmtree(tree)
     shutil.copytree(source, tree, symlinks=True)
+    escaping = _links_into(tree, clones)
+    if escaping:  # writing through it would change the harness's tree
+        shutil.rmtree(tree)
+        return {"repo": repo, "skipped": f"{escaping} is a symbolic link into {clones}"}
     paths = [p for p in paths if (tree / p).is_file()]
     json_options = ("--format", "json", *rules)
     before, errors, _ = trainlint(tree, paths, *json_options, jobs=jobs)
