@@ -33,24 +33,28 @@ def keys(findings: Sequence[Finding], baseline: Path) -> List[Key]:
     return [(f.rule, _relative(f.path, directory), fingerprint) for f, fingerprint in zip(findings, fingerprints(findings))]
 
 
-def render(findings: Sequence[Finding], baseline: Path) -> str:
-    entries = sorted(set(keys(findings, baseline)), key=lambda k: (k[1], k[0], k[2]))
+def entries(findings: Sequence[Finding], baseline: Path) -> List[Key]:
+    """The baseline's entries for ``findings``, in the file's order: by path, rule, fingerprint."""
+    return sorted(set(keys(findings, baseline)), key=lambda k: (k[1], k[0], k[2]))
+
+
+def render(recorded: Sequence[Key]) -> str:
     document = {
         "version": VERSION,
         "tool": "trainlint",
-        "findings": [{"path": path, "rule": rule, "fingerprint": fingerprint} for rule, path, fingerprint in entries],
+        "findings": [{"path": path, "rule": rule, "fingerprint": fingerprint} for rule, path, fingerprint in recorded],
     }
-    return json.dumps(document, indent=2, sort_keys=False) + "\n"
+    return json.dumps(document, indent=2) + "\n"
 
 
 def write(findings: Sequence[Finding], baseline: Path) -> int:
     """Record ``findings`` in ``baseline``; returns how many entries it holds."""
-    text = render(findings, baseline)
+    recorded = entries(findings, baseline)
     try:
-        baseline.write_text(text, encoding="utf-8")
+        baseline.write_text(render(recorded), encoding="utf-8")
     except OSError as exc:
         raise BaselineError(f"cannot write the baseline {baseline}: {exc.strerror or exc}") from None
-    return len(json.loads(text)["findings"])
+    return len(recorded)
 
 
 def load(baseline: Path) -> Set[Key]:
