@@ -41,3 +41,24 @@ def test_scaling_benchmark_prints_its_table():
     for shape in ("ifs-clip", "ifs-zero-grad", "nesting", "helpers", "big-file", "elifs"):
         assert f"\n{shape} " in out
     assert "TIMEOUT" not in out and "CRASHED" not in out
+
+
+def test_add_noqa_check_prints_its_figures(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests"))
+    from cli_support import BOTH
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    tree = tmp_path / "clones" / f"someone+project@{commit[:12]}"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "train.py").write_text(BOTH.replace("1.0)\n", "\\\n        1.0)\n"), encoding="utf-8")
+    (tree / "clean.py").write_text("import torch\n", encoding="utf-8")
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text(f"repo\tcommit\tpath\nsomeone/project\t{commit}\tpkg/train.py\nsomeone/project\t{commit}\tclean.py\n")
+    before = (tree / "pkg" / "train.py").read_bytes()
+    out = _benchmark("add_noqa_check.py", "--corpus", str(corpus), "--clones", str(tmp_path / "clones"),
+                     "--work", str(tmp_path / "work"))
+    for row in ("listed files 2", "findings before: 2", "noqa comments added: 2, files changed: 1",
+                "findings after: 0 (default rules), 0 (--extend-select ADVICE)", "idempotent: yes",
+                "compile: 1 of 1 changed files", "AST identical: 1 of 1 changed files"):
+        assert row in out
+    assert (tree / "pkg" / "train.py").read_bytes() == before  # the harness's tree is only read

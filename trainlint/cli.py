@@ -109,8 +109,14 @@ def _plan(
 @click.option("--diff", "show_diff", is_flag=True, help="Print the autofixes as a unified diff; write nothing.")
 @click.option("--trace", is_flag=True, help="Show each finding's witness: the calls across functions and files, the "
               "conditions assumed, the statements involved.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: TLnnn` comments that suppress every current finding; "
+              "write them in place.")
+@click.option("--baseline", "baseline_file", type=click.Path(dir_okay=False), help="Leave out the findings recorded "
+              "in this baseline (written by --write-baseline).")
+@click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in this file.")
 def check(paths, select, extend_select, ignore, output_format, format_option, statistics, exit_zero, config_file,
-          output_file, quiet, no_cache, jobs, no_respect_gitignore, fix, show_diff, trace) -> None:
+          output_file, quiet, no_cache, jobs, no_respect_gitignore, fix, show_diff, trace, add_noqa, baseline_file,
+          write_baseline) -> None:
     """Check PATHS (files, directories, notebooks) for training bugs.
 
     Directories are searched for *.py and *.ipynb files, skipping VCS, virtualenv and build
@@ -150,6 +156,11 @@ def check(paths, select, extend_select, ignore, output_format, format_option, st
                 click.echo(f"Fixed {', '.join(change.rules)} in {change.path}", err=True)
         errors += [FileError(change.path, change.error) for change in changes if change.error is not None]
     report = combine([Report(errors=errors), *(check_paths(group, settings) for group, settings in plan)])
+    known = 0  # findings left out as the baseline records them
+    if baseline_file or write_baseline or add_noqa:
+        from .adoption import adopt
+
+        known = adopt(report, baseline_file, write_baseline, add_noqa)  # exits after writing
     color = output_format in HUMAN and not output_file and color_enabled(sys.stdout)
     legend = ""
     if statistics:
@@ -170,6 +181,8 @@ def check(paths, select, extend_select, ignore, output_format, format_option, st
             if not report.files and not report.errors:
                 click.echo("warning: no Python files found under the given paths" + _git_ignored_hint(report), err=True)
             click.echo(summary(report) + (f"\n{legend}" if legend else ""), err=True)
+            if known:
+                click.echo(f"{known} finding{'s' if known != 1 else ''} left out: recorded in {baseline_file}.", err=True)
     if report.errors:
         sys.exit(EXIT_ERROR)
     sys.exit(EXIT_FINDINGS if report.findings and not exit_zero else EXIT_CLEAN)

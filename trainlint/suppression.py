@@ -1,11 +1,17 @@
-"""Suppression comments: ``# noqa``, ``# noqa: TL101``, ``# trainlint: ignore[TL101]``, skip-file."""
+"""Suppression comments: ``# noqa``, ``# noqa: TL101``, ``# trainlint: ignore[TL101]``, skip-file.
+
+A comment suppresses the findings of its own line. A line that cannot hold a comment (one that
+ends inside a multi-line string, or with a backslash continuation) takes the comment of the line
+where that string or continuation ends, as in ruff: a call whose first line opens a triple-quoted
+string is suppressed by a comment after the string's closing quotes. The lines that can hold a
+comment keep reading their own only."""
 from __future__ import annotations
 
 import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Set
+from typing import Dict, Iterable, Optional, Set
 
 # The trailing look-ahead keeps a marker run into a longer word ("noqa-ish", "ignore-me") from
 # reading as a bare marker that would silence every rule on the line.
@@ -19,10 +25,73 @@ ALL = "*"
 class Suppressions:
     skip_file: bool = False
     by_line: Dict[int, Set[str]] = field(default_factory=dict)  # line -> rule ids/names, or {"*"}
+    # A line that cannot hold a comment -> the line whose comment stands for it (see comment_lines).
+    moved: Dict[int, int] = field(default_factory=dict)
 
     def suppresses(self, line: int, rule_id: str, rule_name: str) -> bool:
+        return self.on_line(line, rule_id, rule_name) or (
+            line in self.moved and self.on_line(self.moved[line], rule_id, rule_name))
+
+    def on_line(self, line: int, rule_id: str, rule_name: str) -> bool:
+        """Does the comment of this very line name the rule?"""
         codes = self.by_line.get(line)
         return bool(codes) and (ALL in codes or rule_id.upper() in codes or rule_name.upper() in codes)
+
+
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+: f-strings are several tokens
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+_LINE_ENDS = (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT)
+
+
+class CommentLines:
+    """Fed a module's tokens in order, learns which lines cannot hold a comment: those that end
+    inside a string token spanning several lines, and those ended by a backslash continuation (two
+    tokens on different lines with no NEWLINE, NL or comment between them)."""
+
+    def __init__(self) -> None:
+        self.moved: Dict[int, int] = {}
+        self._previous: Optional[tokenize.TokenInfo] = None
+        self._fstrings = []  # start lines of the f-strings open (3.12+)
+
+    def feed(self, token: tokenize.TokenInfo) -> None:
+        if token.type == _FSTRING_START:
+            self._fstrings.append(token.start[0])
+        elif token.type == _FSTRING_END and self._fstrings:
+            self._span(self._fstrings.pop(), token.end[0])
+        elif token.type == tokenize.STRING:
+            self._span(token.start[0], token.end[0])
+        previous = self._previous
+        if (previous is not None and not self._fstrings and previous.type not in _LINE_ENDS
+                and token.type != tokenize.ENDMARKER and token.start[0] > previous.end[0]):
+            self._span(previous.end[0], token.start[0])  # a backslash ended previous.end[0]
+        if token.type not in (tokenize.INDENT, tokenize.DEDENT):
+            self._previous = token
+
+    def _span(self, first: int, last: int) -> None:
+        for line in range(first, last):
+            self.moved.setdefault(line, last)
+
+    def result(self) -> Dict[int, int]:
+        """Each line that cannot hold a comment -> the first line after it that can (chains of
+        strings and continuations followed to their end)."""
+        final = {}
+        for line in self.moved:
+            target, seen = self.moved[line], 0
+            while target in self.moved and seen < len(self.moved):
+                target, seen = self.moved[target], seen + 1
+            final[line] = target
+        return final
+
+
+def comment_lines(tokens: Iterable[tokenize.TokenInfo]) -> Dict[int, int]:
+    """``CommentLines`` over a whole token stream (a tokenize error ends it: what was read counts)."""
+    lines = CommentLines()
+    try:
+        for token in tokens:
+            lines.feed(token)
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return lines.result()
 
 
 def _codes(text: Optional[str]) -> Set[str]:
@@ -44,12 +113,15 @@ def parse_suppressions(source: str) -> Suppressions:
         return result
     # newline=None: a lone "\r" ends a line for the parser too, so line numbers agree with findings.
     tokens = tokenize.generate_tokens(io.StringIO(source, newline=None).readline)
+    lines = CommentLines()
     try:
         for token in tokens:
+            lines.feed(token)
             if token.type == tokenize.COMMENT:
                 _record(token, result)
     except (tokenize.TokenError, SyntaxError):
         pass  # the parser reports the real problem; the comments read so far still count
+    result.moved = lines.result()
     return result
 
 

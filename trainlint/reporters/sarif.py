@@ -28,10 +28,13 @@ def _rule(rule) -> dict:
 
 
 def document(report: Report) -> dict:
+    from ..fingerprints import KEY, fingerprints  # reads the flagged files again: only for SARIF
+
     rules = list(load_catalog().values())
     index = {rule.id: i for i, rule in enumerate(rules)}
     results = []
-    for f in report.findings:
+    # Identities that survive moving lines, so code scanning tracks a finding across commits.
+    for f, fingerprint in zip(report.findings, fingerprints(report.findings)):
         location = {
             "physicalLocation": {
                 "artifactLocation": {"uri": f.path},
@@ -44,6 +47,7 @@ def document(report: Report) -> dict:
             "level": _LEVEL[f.severity],
             "message": {"text": f.message},
             "locations": [location],
+            "partialFingerprints": {KEY: fingerprint},
         }
         result["properties"] = {"tier": f.tier}
         if f.cell is not None:
