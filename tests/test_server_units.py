@@ -16,7 +16,7 @@ from trainlint.engine import check_source
 from trainlint.findings import Finding
 from trainlint.server import translate
 from trainlint.server.analysis import Failure, Options, absolute, analyse, encode, failure_of, summary
-from trainlint.server.noqa import noqa_edit
+from trainlint.server.noqa import noqa_text
 from trainlint.server.store import DiagnosticStore
 
 if sys.version_info >= (3, 11):
@@ -32,9 +32,9 @@ FIXTURES = ROOT / "fixtures"
 
 # --------------------------------------------------------------------------- noqa
 def _suppressed(text: str, line: int, rule: str = "TL101") -> str:
-    at = noqa_edit(text, line, rule, get_rule(rule).name)
-    assert at is not None
-    return text[:at[0]] + at[2] + text[at[1]:]
+    edited = noqa_text(text, line, rule)
+    assert edited is not None
+    return edited
 
 
 def test_noqa_appended_to_the_findings_line_silences_the_finding():
@@ -66,21 +66,24 @@ def test_noqa_goes_on_the_first_line_of_a_statement_over_several_lines():
     assert check_source(edited, "train.py", _settings()) == []
 
 
+@pytest.mark.parametrize("source, line, edited", [
+    ('x = f("""a\nb""")\n', 1, 'x = f("""a\nb""")  # noqa: TL101\n'),  # the line ends inside a string
+    ("x = 1 + \\\n    2\n", 1, "x = 1 + \\\n    2  # noqa: TL101\n"),  # a line continuation
+])
+def test_noqa_goes_where_the_statement_ends_when_its_line_cannot_hold_a_comment(source, line, edited):
+    assert noqa_text(source, line, "TL101") == edited
+
+
 @pytest.mark.parametrize("source, line", [
-    ('x = f("""a\nb""")\n', 1),   # the line ends inside a string
-    ('x = """a\nb\nc"""\n', 2),   # the line is inside a string
-    ("x = 1 + \\\n    2\n", 1),   # a line continuation
     ("x = 1  # noqa\n", 1),       # a bare noqa suppresses everything already
     ("x = 1\n", 5),               # no such line
 ])
-def test_no_noqa_where_a_comment_cannot_go(source, line):
-    assert noqa_edit(source, line, "TL101", "clip-after-step") is None
+def test_no_noqa_where_none_is_needed_or_possible(source, line):
+    assert noqa_text(source, line, "TL101") is None
 
 
 def test_noqa_keeps_line_ends():
-    text = "x = 1   \r\ny = 2\r\n"
-    at = noqa_edit(text, 1, "TL101")
-    assert text[:at[0]] + at[2] + text[at[1]:] == "x = 1  # noqa: TL101\r\ny = 2\r\n"
+    assert noqa_text("x = 1   \r\ny = 2\r\n", 1, "TL101") == "x = 1  # noqa: TL101\r\ny = 2\r\n"
 
 
 # --------------------------------------------------------------------------- translation

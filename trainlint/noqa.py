@@ -31,7 +31,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .catalog import load_catalog
 from .findings import FileError, Finding
-from .suppression import _NOQA, CommentLines, parse_suppressions
+from .suppression import _IGNORE, _NOQA, CommentLines, parse_suppressions
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # lines as the parser breaks them (fix.split_lines)
 _END = re.compile(r"(?:\r\n|\r|\n)\Z")
@@ -134,11 +134,13 @@ def add_to_source(source: str, wanted: Dict[int, Set[str]]) -> Tuple[str, int]:
 
 
 def _merged(comment: str, needed: List[str]) -> str:
-    """The comment with ``needed`` added to its ``noqa`` codes (or a ``noqa`` after it)."""
-    match = _NOQA.search(comment)
-    if match is not None and match.group("codes"):
-        at = match.end("codes")
-        return comment[:at] + ", " + ", ".join(needed) + comment[at:]
+    """The comment with ``needed`` added to its ``noqa`` (or ``trainlint: ignore[...]``) codes, or
+    a ``noqa`` after it."""
+    for pattern in (_NOQA, _IGNORE):
+        match = pattern.search(comment)
+        if match is not None and match.group("codes") and match.group("codes").strip():
+            at = match.end("codes")
+            return comment[:at] + ", " + ", ".join(needed) + comment[at:]
     return comment.rstrip() + "  # noqa: " + ", ".join(needed)
 
 

@@ -29,7 +29,7 @@ from ..findings import Finding
 from ..static.project import forget_parsed
 from . import translate
 from .analysis import Options, Outcome, absolute, analyse, fix_rules
-from .noqa import noqa_edit
+from .noqa import noqa_text
 from .store import DiagnosticStore
 
 DEBOUNCE = 0.3  # seconds after the last change of a burst before the text is analysed
@@ -308,9 +308,9 @@ def build(options: Options) -> TrainlintServer:
                 if edit is not None:
                     actions.append(translate.action(f"Fix {rule.id} ({rule.name})", FIX_KIND, uri, edit,
                                                     [diagnostic], preferred=True))
-            at = noqa_edit(text, finding.line, finding.rule, finding.name)
-            if at is not None:
-                edit = translate.replace_edit(text, at[0], at[1], at[2], ls.encoding)
+            suppressed = noqa_text(text, finding.line, finding.rule)
+            if suppressed is not None:
+                edit = translate.text_edit(text, suppressed, ls.encoding)
                 actions.append(translate.action(f"Suppress with `# noqa: {finding.rule}`", FIX_KIND, uri, edit,
                                                 [diagnostic]))
         if only and any(_wanted([k], FIX_ALL_KIND) or k == "source" for k in only):
