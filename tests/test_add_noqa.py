@@ -44,7 +44,7 @@ def test_comments_on_the_reported_lines(tmp_path):
     ("# noqa:E501,W291", "# noqa:E501,W291, TL101"),
     ("# noqa: TL102", "# noqa: TL102, TL101"),
     ("# type: ignore", "# type: ignore  # noqa: TL101"),
-    ("# trainlint: ignore[TL102]", "# trainlint: ignore[TL102]  # noqa: TL101"),
+    ("# trainlint: ignore[TL102]", "# trainlint: ignore[TL102, TL101]"),
     ("# noqa: E501  # the long line is fine", "# noqa: E501, TL101  # the long line is fine"),
 ])
 def test_merges_with_the_comment_there(tmp_path, comment, merged):
