@@ -432,6 +432,11 @@ def _given(call, callee: Function):
     return given
 
 
+def _steps_an_optimizer(ctx: Context, site) -> bool:
+    role = ctx.model.roles.get(site.receiver) if site.name == "step" else None
+    return role is not None and role.kind in ("optimizer", "scaler")
+
+
 def _may_compute_gradients(ctx: Context, fn: Function, given, depth: int = 0) -> bool:
     """Can a call of ``fn`` with these arguments run a backward or ``autograd.grad`` (itself or
     in a function of this module it calls)? Then its forwards need their graphs (a saliency map,
@@ -441,7 +446,7 @@ def _may_compute_gradients(ctx: Context, fn: Function, given, depth: int = 0) ->
         if any(_test_value(t, given) is False for t in site.tests):
             continue
         name = dotted(site.call.func) or ""
-        if site.name == "backward" or "backward" in site.name or name.endswith("autograd.grad") or ctx.sites.is_training_step(site):
+        if "backward" in site.name or name.endswith("autograd.grad") or _steps_an_optimizer(ctx, site):
             return True
         callee = ctx.sites.local_callee(site) if depth < 3 else None
         if callee is not None and callee is not fn and _may_compute_gradients(ctx, callee, {}, depth + 1):
