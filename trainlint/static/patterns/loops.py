@@ -302,8 +302,8 @@ def _runs(call: cst.Call, model: str) -> bool:
     return model.endswith("[*]") and name.startswith(model[:-2])
 
 
-def eval_calls(ctx: Context) -> Iterable[Tuple[object, object, object, bool]]:
-    """(eval site, call, forward, shared) for each call that runs a forward of the evaluated model
+def eval_calls(ctx: Context) -> Iterable[Tuple[object, object, object, bool, object]]:
+    """(eval site, call, forward, shared, the forward's module if another) for each call that runs a forward of the evaluated model
     in a project function (through at most two calls), after ``model.eval()`` and before the model
     trains again, with gradients on along the whole way: ``model.eval()`` then ``evaluate(model,
     loader)`` whose loop forwards it. ``shared``: the function with the forward also trains on other
@@ -331,8 +331,9 @@ def eval_calls(ctx: Context) -> Iterable[Tuple[object, object, object, bool]]:
             if _grad_switched_off(ctx, fn, model, at):
                 continue
             seen = {id(fn.node)} if fn is not None else set()
-            for forward, shared in _forwards_through(ctx, call, model, bool(call.loops), 0, seen):
-                yield site, call, forward, shared or _also_trains_with(ctx, call, model, start)
+            for forward, shared, inside in _forwards_through(ctx, call, model, bool(call.loops), 0, seen):
+                foreign = inside.model if inside.model is not ctx.model else None
+                yield site, call, forward, shared or _also_trains_with(ctx, call, model, start), foreign
 
 
 def evaluations_by_parameter(ctx: Context) -> Iterable[Tuple[object, object, object]]:
@@ -459,33 +460,48 @@ def _also_trains_with(ctx: Context, call, model: str, start: int) -> bool:
     back in train mode (``model.train(); run_epoch(model, ...)``, then ``model.eval(); run_epoch(
     model, ...)``)? Then it serves both, and no_grad belongs around the evaluation's call."""
     order = ctx.sites.statement_order
-    callee = ctx.sites.local_callee(call)
+    callee = _callee(ctx, call)[0]
     sites = ctx.sites.in_function(call.function)
     trained = [order.get(id(s.statement), -1) for s in sites if _sets_mode(s, training=True)
                and isinstance(s.call.func, cst.Attribute) and _module_path(s.call.func.value) == model]
-    return any(other is not call and ctx.sites.local_callee(other) is callee
-               and any(t < order.get(id(other.statement), -1) < start for t in trained) for other in sites)
+    return callee is not None and any(
+        other is not call and other.name == call.name and _callee(ctx, other)[0] is callee
+        and any(t < order.get(id(other.statement), -1) < start for t in trained) for other in sites)
+
+
+def _callee(ctx: Context, call) -> Tuple[Optional[Function], Context]:
+    """The project function ``call`` runs, and the context to read it in: this module's for a
+    function or method here, its own module's for one imported from another module of the project."""
+    callee = ctx.sites.local_callee(call)
+    if callee is not None:
+        return callee, ctx
+    project, name = ctx.model.project, dotted(call.call.func)
+    found = project.function(ctx.model, name) if project is not None and name is not None else None
+    if found is None or found.owner is None or found.owner is ctx.model:
+        return None, ctx
+    return found, Context(found.owner, found.owner.sites())
 
 
 def _forwards_through(ctx: Context, call, model: str, looping: bool, depth: int, seen: Set[int]):
-    """(forward, shared) of ``model`` that ``call`` runs in the project function it calls."""
-    callee = ctx.sites.local_callee(call)
-    if callee is None or id(callee.node) in seen or _no_grad_decorated(ctx, callee):
+    """(forward, shared, context of the forward's module) of ``model`` that ``call`` runs in the
+    project function it calls."""
+    callee, inside = _callee(ctx, call)
+    if callee is None or id(callee.node) in seen or _no_grad_decorated(inside, callee):
         return
     inner = _bound_in(callee, call, model)
-    if inner is None or _may_compute_gradients(ctx, callee, _given(call, callee)):
+    if inner is None or _may_compute_gradients(inside, callee, _given(call, callee)):
         return  # it trains (eval() before it is TL501's concern), or needs the gradients it computes
-    steps = [s for s in ctx.sites.in_function(callee) if ctx.sites.is_training_step(s)]
-    order = ctx.sites.statement_order
-    for site in ctx.sites.in_function(callee):
-        if site.call is call or any(is_no_grad(ctx, w) for w in site.withs):
+    steps = [s for s in inside.sites.in_function(callee) if inside.sites.is_training_step(s)]
+    order = inside.sites.statement_order
+    for site in inside.sites.in_function(callee):
+        if site.call is call or any(is_no_grad(inside, w) for w in site.withs):
             continue
-        if _grad_switched_off(ctx, callee, inner, order.get(id(site.statement), -1)):
+        if _grad_switched_off(inside, callee, inner, order.get(id(site.statement), -1)):
             continue
         if _runs(site.call, inner) and (looping or site.loops):
-            yield site, bool(steps)
+            yield site, bool(steps), inside
         elif depth < 1 and not _runs(site.call, inner):
-            yield from _forwards_through(ctx, site, inner, looping or bool(site.loops), depth + 1, seen | {id(callee.node)})
+            yield from _forwards_through(inside, site, inner, looping or bool(site.loops), depth + 1, seen | {id(callee.node)})
 
 
 def _bound_in(callee: Function, call, model: str) -> Optional[str]:
@@ -560,18 +576,21 @@ def _evaluations_through_calls(ctx: Context, reported: Set[int], done: Set[int])
     """``model.eval()`` then a call whose callee forwards the model with gradients on: reported at
     the forward when the callee only evaluates, at the call when it also trains on other calls (a
     train/eval epoch runner: no_grad goes around this call)."""
-    for site, call, forward, shared in eval_calls(ctx):
+    for site, call, forward, shared, foreign in eval_calls(ctx):
         # Reported in the evaluation's loop: at the call when it runs per batch a step function with
         # no loop of its own, or serves training too; at the forward when the callee loops itself.
-        at_call = shared or not forward.loops
+        # A forward in another module is reported at this module's call (where this check reports).
+        at_call = shared or not forward.loops or foreign is not None
         at = call.call if at_call else forward.call
         if id(at) in reported or id(site.call) in done or id(forward.call) in reported:
             continue
         reported.update((id(at), id(forward.call)))
         done.add(id(site.call))
         if at_call:
-            yield Match("TL502", at, lambda line_of, c=call.call, f=forward.call, e=site.call, sh=shared: (
-                f"{ctx.label(c)} runs {ctx.label(f)} ({line_of(f)}) after {ctx.label(e)} ({line_of(e)}) "
+            yield Match("TL502", at, lambda line_of, c=call.call, f=forward.call, e=site.call, sh=shared, o=foreign: (
+                f"{ctx.label(c)} runs {ctx.label(f)} ("
+                + (f"in {o.path.name if o.path is not None else 'another module'}" if o is not None else line_of(f))
+                + f") after {ctx.label(e)} ({line_of(e)}) "
                 f"with gradients on: eval() does not disable autograd, so each evaluation batch "
                 f"builds a graph and holds the activations a training forward saves for backward: "
                 f"several times the memory and time of inference; "
@@ -664,6 +683,8 @@ def _no_grad_factory(ctx: Context, name: str) -> bool:
     """A project decorator (or decorator factory) whose body wraps the function in no_grad() /
     inference_mode(): ``return torch.inference_mode()(fn)``, or a nested ``@torch.no_grad()`` def."""
     helper = ctx.model.functions.get(name)
+    if helper is None and ctx.model.project is not None:
+        helper = ctx.model.project.function(ctx.model, name)  # ``from .utils import no_grad_eval``
     if helper is None:
         return False
     for node in walk(helper.node):
