@@ -301,9 +301,19 @@ class Extractor:
             return self._clip(call)
         if qualified == "torch.autograd.backward" and call.args:
             return self._backward(call, call.args[0].value, frame)
-        if name == "iter" and len(call.args) == 1:
+        if name == "iter" and len(call.args) == 1 and id(call) not in self._peeks():
             return self.loader_event(call, call.args[0].value, frame)
         return None
+
+    def _peeks(self) -> FrozenSet[int]:
+        """``iter(loader)`` calls whose iterator gives one batch and is dropped (``next(iter(loader))``,
+        to read a batch's shape): a look at the data, not a pass that trains on it."""
+        def find() -> FrozenSet[int]:
+            return frozenset(
+                id(node.args[0].value) for node in self.model.preorder.nodes
+                if type(node) is cst.Call and _last(dotted(node.func)) == "next" and node.args
+                and type(node.args[0].value) is cst.Call and _last(dotted(node.args[0].value.func)) == "iter")
+        return self.model.memo("peeked iterators", find)
 
     def _method_event(self, call, method, receiver_node, receiver, frame) -> Optional[Event]:
         if method == "backward":
