@@ -25,12 +25,26 @@ ALL = "*"
 class Suppressions:
     skip_file: bool = False
     by_line: Dict[int, Set[str]] = field(default_factory=dict)  # line -> rule ids/names, or {"*"}
-    # A line that cannot hold a comment -> the line whose comment stands for it (see comment_lines).
-    moved: Dict[int, int] = field(default_factory=dict)
+    # The source the comments were read from: which lines cannot hold a comment of their own is
+    # worked out from it only when a finding on a line without one asks (see comment_lines).
+    source: str = field(default="", repr=False)
+    _moved: Optional[Dict[int, int]] = field(default=None, repr=False)
 
     def suppresses(self, line: int, rule_id: str, rule_name: str) -> bool:
-        return self.on_line(line, rule_id, rule_name) or (
-            line in self.moved and self.on_line(self.moved[line], rule_id, rule_name))
+        if self.on_line(line, rule_id, rule_name):
+            return True
+        if not self.by_line:
+            return False
+        moved = self.moved
+        return line in moved and self.on_line(moved[line], rule_id, rule_name)
+
+    @property
+    def moved(self) -> Dict[int, int]:
+        """A line that cannot hold a comment -> the line whose comment stands for it."""
+        if self._moved is None:
+            self._moved = comment_lines(
+                tokenize.generate_tokens(io.StringIO(self.source, newline=None).readline)) if self.source else {}
+        return self._moved
 
     def on_line(self, line: int, rule_id: str, rule_name: str) -> bool:
         """Does the comment of this very line name the rule?"""
@@ -113,15 +127,13 @@ def parse_suppressions(source: str) -> Suppressions:
         return result
     # newline=None: a lone "\r" ends a line for the parser too, so line numbers agree with findings.
     tokens = tokenize.generate_tokens(io.StringIO(source, newline=None).readline)
-    lines = CommentLines()
     try:
         for token in tokens:
-            lines.feed(token)
             if token.type == tokenize.COMMENT:
                 _record(token, result)
     except (tokenize.TokenError, SyntaxError):
         pass  # the parser reports the real problem; the comments read so far still count
-    result.moved = lines.result()
+    result.source = source
     return result
 
 

@@ -1224,11 +1224,14 @@ class Interpreter:
         # a parameter left to a constant default (``opt=None``): ``if opt is not None:`` is not taken
         given += [(param, callee.default(param)) for param in params
                   if param not in passed and _constant_truth(callee.default(param)) is not None]
+        # Constants only for the parameters the callee tests: each distinct set of them is another
+        # summary of the callee, which the rest would multiply for nothing.
+        tested = _tested_names(callee)
         found = []
         for param, value in given:
-            if isinstance(value, cst.Name) and value.value == "None":  # ``if opt is not None:`` (or ``if opt:``) is not taken
+            if param in tested and isinstance(value, cst.Name) and value.value == "None":  # ``if opt is not None:`` is not taken
                 found.append((param, _CONSTANT_NONE, False))
-            elif literal_bool(value) is not None:  # ``run_epoch(..., train=False)``: ``if train:`` is not taken on this call
+            elif param in tested and literal_bool(value) is not None:  # ``run_epoch(..., train=False)``: ``if train:`` is not taken
                 found.append((param, _CONSTANT, literal_bool(value)))
             elif isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
                 key, polarity = self._cond_key(value)
@@ -1484,6 +1487,23 @@ def _constant_truth(value: Optional[cst.BaseExpression]) -> Optional[bool]:
     if isinstance(value, cst.Name) and value.value == "None":
         return False
     return literal_bool(value)
+
+
+def _tested_names(fn: Function) -> FrozenSet[str]:
+    """The names ``fn``'s own ``if``/``while``/conditional expressions test as a whole: ``if train:``,
+    ``if not train:``, ``if opt is not None:``."""
+    def find() -> FrozenSet[str]:
+        names = set()
+        for node in fn.owner.preorder.code(fn.node) if fn.owner is not None else ():
+            test = node.test if type(node) in (cst.If, cst.While, cst.IfExp) else None
+            while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test = test.expression
+            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+                test = test.left
+            if isinstance(test, cst.Name):
+                names.add(test.value)
+        return frozenset(names)
+    return fn.owner.memo(f"tested names {id(fn.node)}", find) if fn.owner is not None else frozenset()
 
 
 def _compares_with_none(test: cst.BaseExpression) -> bool:

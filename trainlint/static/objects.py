@@ -172,10 +172,14 @@ class ObjectFlow:
         model = self.model
         sites = model.sites()
         for fn, _ in scopes:
-            # every call, also one inside another's arguments (``states.append(client.train(net=m))``)
+            statements = fn.calls if fn is not None else model.top.calls
+            made = {id(call) for call in statements}
+            # the calls made as statements, and a method called on an instance anywhere, also inside
+            # another call's arguments (``states.append(client.train(net=m))``); the rest of the
+            # nested calls are left out: on torch, evaluating all their arguments cost a third more
             for call in (site.call for site in sites.in_function(fn)):
                 name = dotted(call.func)
-                target = _local_function(model, name, fn) if name is not None else None
+                target = _local_function(model, name, fn) if name is not None and id(call) in made else None
                 if target is None and isinstance(call.func, cst.Attribute):
                     target = self._method_of_instances(call.func, fn)
                 if target is None or target is fn:
@@ -189,6 +193,10 @@ class ObjectFlow:
     def _method_of_instances(self, func: cst.Attribute, fn: Optional["Function"]) -> Optional["Function"]:
         """``local.train`` where ``local`` can only be instances of one class of this module: that
         class's method (``LocalUpdate(args).train(net=model)`` gives ``train`` its ``net``)."""
+        model = self.model
+        names = model.memo("method names", lambda: frozenset(name for _, name in model.methods))
+        if func.attr.value not in names:
+            return None  # no class here has such a method (``x.append``, ``torch.cat``): nothing to evaluate
         objects = self.eval(func.value, fn)
         classes = {o.cls for o in objects}
         if len(classes) != 1 or None in classes or any(o.class_module() is not self.model for o in objects):
