@@ -111,6 +111,27 @@ def test_cache_key_covers_trainlint_code(monkeypatch):
     assert cache_module.key(*args) != before
 
 
+def test_cache_key_covers_the_catalog_text(tmp_path, monkeypatch):
+    # A rule edited in the checkout's rules/ (a trigger, not its tier) must not reuse old results.
+    import shutil
+
+    from trainlint import catalog
+
+    rules = tmp_path / "rules"
+    shutil.copytree(catalog._catalog_directory(), rules)
+    monkeypatch.setattr(catalog, "_catalog_directory", lambda: rules)
+    args = (b"x = 1\n", "py", frozenset({"TL502"}), {})
+    catalog.catalog_digest.cache_clear()
+    before = cache_module.key(*args)
+    (entry,) = rules.glob("TL502-*.toml")
+    entry.write_text(entry.read_text(encoding="utf-8") + "\n# an edited trigger\n", encoding="utf-8")
+    catalog.catalog_digest.cache_clear()
+    try:
+        assert cache_module.key(*args) != before
+    finally:
+        catalog.catalog_digest.cache_clear()
+
+
 def _poisoned_entry_runs(tmp_path, monkeypatch, poison):
     """The report of a run whose cache entry for train.py was replaced by ``poison(entry)``, next
     to a good file, and the report of the same run without a cache."""

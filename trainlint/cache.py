@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
-from .catalog import SEVERITIES, TIERS, load_catalog
+from .catalog import SEVERITIES, TIERS, catalog_digest, load_catalog
 from .findings import FileError, FileNote, Finding
 
 FORMAT = 2
@@ -26,10 +26,6 @@ DIRECTORY = ".trainlint_cache"
 def cache_dir(root: Path) -> Path:
     override = os.environ.get("TRAINLINT_CACHE_DIR")
     return Path(override) if override else root / DIRECTORY
-
-
-def _catalog_fingerprint() -> str:
-    return ",".join(f"{r.id}:{r.name}:{r.severity}" for r in load_catalog().values())
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,7 +47,7 @@ def _code_fingerprint() -> str:
 def key(data: bytes, kind: str, rules: frozenset, severity: dict, library: str = "") -> str:
     """``library``: the digest of the library descriptions in force (a project's own included)."""
     digest = hashlib.sha256()
-    for part in (f"v{FORMAT}", __version__, _code_fingerprint(), _catalog_fingerprint(), kind, ",".join(sorted(rules)),
+    for part in (f"v{FORMAT}", __version__, _code_fingerprint(), catalog_digest(), kind, ",".join(sorted(rules)),
                  json.dumps(severity, sort_keys=True), library):
         digest.update(part.encode())
         digest.update(b"\0")

@@ -187,6 +187,21 @@ def load_catalog() -> Dict[str, Rule]:
     return by_id
 
 
+@functools.lru_cache(maxsize=1)
+def catalog_digest() -> str:
+    """A digest of every catalog file's text: a changed trigger, message or tier changes it (the
+    result cache keys on it, so an edited rule is never answered from results of the old one)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for entry in sorted(_catalog_directory().iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            digest.update(entry.name.encode())
+            digest.update(b"\0")
+            digest.update(entry.read_bytes())
+    return digest.hexdigest()
+
+
 def get_rule(key: str) -> Optional[Rule]:
     """Look a rule up by id (``TL101``) or name (``clip-after-step``)."""
     catalog = load_catalog()
