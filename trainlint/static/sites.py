@@ -158,9 +158,14 @@ class SiteIndex:
     def is_training_step(self, site: CallSite) -> bool:
         """backward() or an optimizer step (or a call of a training routine defined elsewhere,
         such as an imported train_one_epoch): what makes a loop a training loop."""
-        if site.name in ("backward", "manual_backward") or "backward" in site.name:
+        if self.is_step_itself(site):
             return True
-        if self.local_callee(site) is None and self._trains_in_project(site):
+        return self.local_callee(site) is None and self._trains_in_project(site)
+
+    def is_step_itself(self, site: CallSite) -> bool:
+        """The call is a backward or an optimizer's (or loss scaler's) step, not a call that may
+        lead to one."""
+        if site.name in ("backward", "manual_backward") or "backward" in site.name:
             return True
         if site.name == "step":
             role = self.model.roles.get(site.receiver)

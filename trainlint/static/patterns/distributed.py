@@ -14,6 +14,7 @@ from ..names import dotted
 from ..roles import LOADER
 from ..walk import walk
 from . import Context, Match
+from .loops import loop_trains
 
 if TYPE_CHECKING:
     from ..objects import Obj
@@ -328,8 +329,8 @@ def _training_loaders(ctx: Context) -> List["Obj"]:
 
     found: Dict[int, "Obj"] = {}
     for loop in ctx.sites.training_loops():
-        if not isinstance(loop, cst.For):
-            continue
+        if not isinstance(loop, cst.For) or not loop_trains(ctx, loop):
+            continue  # a loop of an inference script that calls into a module that can also train
         fn = ctx.sites.function_of_loop.get(id(loop))
         for node in walk(loop.iter):
             if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):

@@ -482,6 +482,26 @@ def _callee(ctx: Context, call) -> Tuple[Optional[Function], Context]:
     return found, Context(found.owner, found.owner.sites())
 
 
+def loop_trains(ctx: Context, loop: cst.CSTNode) -> bool:
+    """Is ``loop`` proven to train: a backward or an optimizer step in it, or in a function of the
+    project it calls (parsed, up to three calls deep)? The text of an imported module that merely
+    mentions a backward (what ``is_training_step`` accepts for a may-question) is no proof."""
+    seen: Set[int] = set()
+    return any(_proves_training(ctx, site, 0, seen) for site in ctx.sites.sites if any(l is loop for l in site.loops))
+
+
+def _proves_training(ctx: Context, site, depth: int, seen: Set[int]) -> bool:
+    if ctx.sites.is_step_itself(site):
+        return True
+    if depth >= 3:
+        return False
+    callee, inside = _callee(ctx, site)
+    if callee is None or id(callee.node) in seen:
+        return False
+    seen.add(id(callee.node))
+    return any(_proves_training(inside, inner, depth + 1, seen) for inner in inside.sites.in_function(callee))
+
+
 def _forwards_through(ctx: Context, call, model: str, looping: bool, depth: int, seen: Set[int]):
     """(forward, shared, context of the forward's module) of ``model`` that ``call`` runs in the
     project function it calls."""
@@ -732,7 +752,7 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
             if isinstance(aug.operator, cst.AddAssign) and isinstance(aug.value, cst.Name) and aug.value.value in losses:
                 yield from _retained(ctx, aug, aug.value.value, training, fn)
         for site in ctx.sites.in_function(fn):
-            if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_list(ctx, site.call.func.value, fn):
+            if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_container(ctx, site.call.func.value, fn):
                 value = _moved(site.call.args[0].value)
                 if isinstance(value, cst.Name) and value.value in losses:
                     yield from _retained(ctx, site.call, value.value, training, fn, site)
@@ -752,7 +772,15 @@ def _keyed_stores(ctx: Context, fn: Optional[Function], losses: Set[str]) -> Ite
         return
     for node in walk(fn.node if fn is not None else ctx.model.module):
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and id(node.targets[0].target) in stores:
-            yield node, stores[id(node.targets[0].target)]
+            if not (_built_as_other_than_container(ctx, node.targets[0].target.value, fn) and _under_no_grad(ctx, fn, node)):
+                yield node, stores[id(node.targets[0].target)]
+
+
+def _under_no_grad(ctx: Context, fn: Optional[Function], node: cst.CSTNode) -> bool:
+    """Inside a ``with torch.no_grad():`` block of ``fn``."""
+    return any(isinstance(block, cst.With) and any(is_no_grad(ctx, item.item) for item in block.items)
+               and any(inner is node for inner in walk(block.body))
+               for block in walk(fn.node if fn is not None else ctx.model.module))
 
 
 def _varying_key(key: cst.BaseExpression) -> bool:
@@ -773,13 +801,15 @@ def _accumulator(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
     return None
 
 
-_LIST_BUILDERS = frozenset({"list", "collections.deque", "deque"})
+_CONTAINER_BUILDERS = frozenset({"list", "dict", "collections.deque", "deque", "collections.defaultdict", "defaultdict",
+                                 "collections.OrderedDict", "OrderedDict"})
 
 
-def _built_as_other_than_list(ctx: Context, receiver: cst.BaseExpression, fn: Optional[Function]) -> bool:
-    """The receiver of ``.append(loss)`` is built here as something other than a list: a metric or
-    meter of a library (``torchmetrics.MeanMetric()``, a logger's buffer), which keeps a detached
-    number, not the tensor. A list literal, ``list()``, or a receiver built elsewhere keeps it."""
+def _built_as_other_than_container(ctx: Context, receiver: cst.BaseExpression, fn: Optional[Function]) -> bool:
+    """The receiver of ``.append(loss)`` or ``[key] = loss`` is built here as something other than
+    a list or dict: a metric or meter of a library (``torchmetrics.MeanMetric()``, a logger's
+    buffer), which keeps a detached number, or a preallocated tensor, which copies the value in.
+    A list or dict literal, ``list()``/``dict()``, or a receiver built elsewhere keeps the tensor."""
     path = dotted(receiver)
     if not path:
         return False
@@ -787,9 +817,9 @@ def _built_as_other_than_list(ctx: Context, receiver: cst.BaseExpression, fn: Op
     if objects and all(o.cls is not None or o.role is not None for o in objects):
         return True
     values = ctx.model.values_in_scope(path, fn)
-    builds_list = any(isinstance(value, (cst.List, cst.ListComp)) or isinstance(value, cst.Call) and
-                      (dotted(value.func) or "") in _LIST_BUILDERS for value in values)
-    return not builds_list and any(isinstance(value, cst.Call) for value in values)
+    builds_container = any(isinstance(value, (cst.List, cst.ListComp, cst.Dict, cst.DictComp)) or isinstance(value, cst.Call)
+                           and (dotted(value.func) or "") in _CONTAINER_BUILDERS for value in values)
+    return not builds_container and any(isinstance(value, cst.Call) for value in values)
 
 
 def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:
