@@ -78,8 +78,9 @@ def test_full_shows_the_statement_and_the_other_file_the_message_names(monkeypat
     assert result.stderr == "Found 1 finding in 1 file.\n"
 
 
-def test_full_finds_a_file_the_message_names_above_the_findings_directory(tmp_path, monkeypatch):
-    # The clip is reported in pkg/engine.py; its message names main.py, one directory up.
+def test_full_shows_the_other_modules_statement_a_call_runs(tmp_path, monkeypatch):
+    # main.py orders the helper's clip after its step: reported at main.py's call, with a frame
+    # for the clip in pkg/engine.py that the message names.
     write(tmp_path, "pkg/__init__.py", "")
     write(tmp_path, "pkg/engine.py", "import torch\n\n\ndef clip(model):\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n")
     write(tmp_path, "main.py", "from pkg.engine import clip\n" + CLIP_AFTER_STEP.replace(
@@ -87,11 +88,13 @@ def test_full_finds_a_file_the_message_names_above_the_findings_directory(tmp_pa
     monkeypatch.chdir(tmp_path)
     result = run("--no-cache", "--output-format", "full", "main.py")
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("pkg/engine.py:5:5: TL101 [clip-after-step] ")
-    assert "  ::: main.py:8:5" in lines
-    frame = lines[lines.index("  ::: main.py:8:5"):]
-    assert " 8 |     loss.backward()" in frame and "   |     --------------- backward" in frame
-    assert " 9 |     optimizer.step()" in frame and "   |     ---------------- step" in frame
+    assert lines[0].startswith("main.py:10:5: TL101 [clip-after-step] clip(model) runs torch.nn.utils.clip_grad_norm_(...) "
+                               "(pkg/engine.py line 5) here: ")
+    assert " 9 |     optimizer.step()" in lines and "   |     ---------------- step" in lines
+    assert "  ::: pkg/engine.py:5:5" in lines
+    frame = lines[lines.index("  ::: pkg/engine.py:5:5"):]
+    assert " 5 |     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)" in frame
+    assert any(line.strip().endswith("- runs") for line in frame)
 
 
 def test_full_same_file_statements_share_a_frame_and_trace_adds_the_witness(tmp_path):

@@ -519,7 +519,7 @@ def fix_report(text: str, rules: AbstractSet[str], max_fixes: Optional[int] = No
             break
         found = analyses[current] if current in analyses else analyze_results(current, fixable)
         candidates = [
-            r for r in found if r.path is None and r.rule in fixable
+            r for r in found if _in_this_file(r) and r.rule in fixable
             and not suppressions.suppresses(r.span[0], catalog[r.rule].id, catalog[r.rule].name)
         ]
         if limit is None:
@@ -566,7 +566,7 @@ def fix_finding(text: str, rules: AbstractSet[str], rule: str, line: int, column
     if suppressions.skip_file or suppressions.suppresses(line, catalog[rule].id, catalog[rule].name):
         return None
     result = next((r for r in analyze_results(text, selected & FIXERS.keys())
-                   if r.path is None and r.rule == rule and r.span[:2] == (line, column)), None)
+                   if _in_this_file(r) and r.rule == rule and r.span[:2] == (line, column)), None)
     prepared = _prepared(text, compiled=True) if result is not None else None
     if prepared is None:
         return None
@@ -582,6 +582,12 @@ def fix_finding(text: str, rules: AbstractSet[str], rule: str, line: int, column
         return analyses[source]
 
     return _verified(result, edit, lines, tree, text, added, findings)[0]
+
+
+def _in_this_file(result: Result) -> bool:
+    """The statement a fix would change is in the fixed file: not another module's (``path``),
+    nor reached through a call into one (``through``)."""
+    return result.path is None and not result.through
 
 
 def _prepared(text: str, compiled: bool) -> Optional[Tuple[Tree, Lines, str]]:

@@ -153,6 +153,9 @@ class Result:
     path: Optional[Path] = None  # the file of the reported statement, if another module of the project
     trace: Tuple[str, ...] = ()  # the witness path, for humans (``--trace``)
     advice: bool = False  # a recipe of the rule, not a bug (patterns.Match.advice)
+    # reported at a call that runs the statement in another module (see _call_into_other_module):
+    # the statement to change is not in this file, so no autofix applies here
+    through: bool = False
 
 
 def analyze(
@@ -286,9 +289,10 @@ def _analyze_results(
         return []
     events = [ev for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
     called = {id(fn): fn for w in witnesses.values() for fn in w.calls}.values()
+    entries = {v: call for v in violations for call in [_call_into_other_module(v, witnesses.get(v), model)] if call is not None}
     # The functions first: each is rendered once for its position and places the statements in it.
     nodes = [fn.node for fn in called if fn.owner in (None, model)]
-    nodes += [ev.site for ev in events if ev.origin is None] + [m.node for m in matches]
+    nodes += [ev.site for ev in events if ev.origin is None] + [m.node for m in matches] + list(entries.values())
     positions = _positions(model)
     spans = _spans(positions, nodes)
     origins: Dict[int, ModuleModel] = {}
@@ -319,7 +323,8 @@ def _analyze_results(
         witness = witnesses.get(violation)
         if witness is None:
             return ()
-        line_of_site = lines_seen_from(origins.get(id(violation.at.site)))
+        entry = entries.get(violation)
+        line_of_site = lines_seen_from(None if entry is not None else origins.get(id(violation.at.site)))
         lines = []
         if witness.calls:
             lines.append("through " + " -> ".join(
@@ -328,19 +333,30 @@ def _analyze_results(
             lines.append(f"on this path `{condition}` is {'true' if value else 'false'}")
         for role, event in sorted(violation.related, key=lambda r: spans.get(id(r[1].site), (0,))):
             lines.append(f"{role}: {event.label} ({line_of_site(event.site) or 'unknown line'})")
-        lines.append(f"reported: {violation.at.label} ({line_of_site(violation.at.site) or 'unknown line'})")
+        if entry is not None:
+            lines.append(f"runs: {violation.at.label} ({line_of_site(violation.at.site) or 'unknown line'})")
+            lines.append(f"reported: {_code(entry)} ({line_of_site(entry) or 'unknown line'})")
+        else:
+            lines.append(f"reported: {violation.at.label} ({line_of_site(violation.at.site) or 'unknown line'})")
         return tuple(lines)
 
     def message_of(violation: Violation) -> str:
-        line_of_site = lines_seen_from(origins.get(id(violation.at.site)))
-        return checker.render(violation, lambda event: line_of_site(event.site))
+        entry = entries.get(violation)
+        line_of_site = lines_seen_from(None if entry is not None else origins.get(id(violation.at.site)))
+        message = checker.render(violation, lambda event: line_of_site(event.site))
+        if entry is None:
+            return message
+        return (f"{_code(entry)} runs {violation.at.label} ({line_of_site(violation.at.site) or 'in another module'}) "
+                f"here: {message}")
 
     def line_of_node(node: cst.CSTNode) -> Optional[str]:
         return position(positions[node].start.line) if node in positions else None
 
     candidates = [
-        (v.rule, v.at.site, lambda v=v: message_of(v), v.related, v.at, lambda v=v: trace(v), False) for v in violations
+        (v.rule, entries.get(v, v.at.site), lambda v=v: message_of(v), v.related, v.at, lambda v=v: trace(v), False)
+        for v in violations
     ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None, tuple, m.advice) for m in matches]
+    entered = {id(call) for call in entries.values()}
     results = []
     seen = set()
     for rule, node, render, related, event, traced, advice in candidates:
@@ -351,9 +367,30 @@ def _analyze_results(
         seen.add((rule, span, path))
         # Statements of other files are named in the message; only this file's can be fixed here.
         others = tuple((role, spans[id(ev.site)], ev) for role, ev in related if id(ev.site) in spans and ev.origin is None)
-        results.append(Result(rule, span, render(), others, event, path, traced(), advice))
+        results.append(Result(rule, span, render(), others, event, path, traced(), advice, through=id(node) in entered))
     results.sort(key=lambda r: (str(r.path or ""), r.span, r.rule))
     return results
+
+
+def _call_into_other_module(violation: Violation, witness: Optional[Witness], model: ModuleModel) -> Optional[cst.Call]:
+    """Where a violation between statements of two files is reported: the call in this module
+    that runs the other file's statement (``clip_gradients(model)`` after this file's
+    ``optimizer.step()``). The order is decided here, by that call; the helper's statement is
+    right for a caller that orders it well. A violation whose statements are all in one other
+    module is that module's (the same finding as its own check gives): None."""
+    if witness is None or violation.at.origin is None or all(ev.origin is not None for _, ev in violation.related):
+        return None
+    entry = None
+    for index, (fn, call) in enumerate(witness.reported_in):
+        caller_here = index == 0 or witness.reported_in[index - 1][0].owner in (None, model)
+        if call is not None and caller_here and fn.owner not in (None, model):
+            entry = call
+    return entry
+
+
+def _code(node: cst.CSTNode) -> str:
+    text = cst.Module(body=[]).code_for_node(node)
+    return text if len(text) <= 60 and "\n" not in text else text.split("(", 1)[0] + "(...)"
 
 
 def _left_out(budget: Budget, model: ModuleModel, position: Callable[[int], str]) -> List[str]:

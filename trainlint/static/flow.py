@@ -33,10 +33,14 @@ from .comparisons import Comparison, comparison, floors, satisfiable
 from .names import dotted, selectors
 from .budget import CALL_DEPTH, LOOP_ROUNDS, Budget
 from .project import Project
+from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER
 from .sites import SiteIndex
 from .walk import children, walk
 
 MAX_CALL_DEPTH = CALL_DEPTH
+# Objects whose methods are events: handed to another module's function, they make it worth
+# following even when its own summary (made without them) has none.
+_HANDED_ROLES = frozenset({OPTIMIZER, SCHEDULER, SCALER, LOADER, SAMPLER})
 _BOUNDARY_NAME = re.compile(r"accum|sync_gradients|gradient_accumulation", re.IGNORECASE)
 
 
@@ -69,6 +73,9 @@ class Witness:
 
     calls: Tuple[Function, ...]
     assume: FrozenSet[Tuple[str, bool]]
+    # For a reported statement of another module: the functions being run when it ran, each with
+    # the call that entered it (None: run as an entry point), outermost first.
+    reported_in: Tuple[Tuple[Function, Optional[cst.Call]], ...] = ()
 
 
 @dataclass
@@ -133,6 +140,10 @@ class Interpreter:
         self._counter: Set[Tuple[str, Event]] = root._counter if root else set()  # (rule, event) where a must violation failed
         self.reached: Set[int] = set()  # ids of function nodes explored (as roots or inlined)
         self._stack: List[Function] = root._stack if root else []
+        self._entered_by: List[Optional[cst.Call]] = root._entered_by if root else []  # beside _stack
+        # where each statement of another module first ran: (function, entering call) outermost first
+        self._foreign_stacks: Dict[Event, Tuple[Tuple[Function, Optional[cst.Call]], ...]] = \
+            root._foreign_stacks if root else {}
         self._memo: Dict[tuple, List[PathState]] = root._memo if root else {}
         self._fed: Dict[Tuple[checker.State, Event], Tuple[checker.State, List[Violation]]] = root._fed if root else {}
         self.budget: Budget = root.budget if root else budget or Budget()
@@ -313,12 +324,14 @@ class Interpreter:
             start = self._feed(start, self.extractor._event(self.model.module, kind=EventKind.SYNC_MANAGED))
         if frame.function is not None:
             self._stack.append(frame.function)
+            self._entered_by.append(None)
             self.reached.add(id(frame.function.node))
         try:
             self.block(body, start, frame)
         finally:
             if frame.function is not None:
                 self._stack.pop()
+                self._entered_by.pop()
 
     def run_framework_loops(self) -> None:
         """Methods a framework calls once per batch (library descriptions' ``loops``): each body
@@ -356,6 +369,8 @@ class Interpreter:
             return states
         out = []
         fed = self._fed
+        if event.origin is not None and event not in self._foreign_stacks:
+            self._foreign_stacks[event] = tuple(zip(self._stack, self._entered_by))
         for state in states:
             # Paths merge, and loops go round until nothing new comes: the same checker state
             # meets the same event many times over (100,000 feeds, 2,300 distinct, in one real
@@ -367,7 +382,8 @@ class Interpreter:
             for violation in found:
                 if violation.holds:
                     if violation not in self.violations:
-                        self.witnesses[violation] = Witness(tuple(self._stack), state.assume)
+                        self.witnesses[violation] = Witness(tuple(self._stack), state.assume,
+                                                            self._foreign_stacks.get(violation.at, ()))
                     self.violations.setdefault(violation, None)
                 else:
                     self._counter.add((violation.rule, violation.at))
@@ -1170,9 +1186,11 @@ class Interpreter:
         owner = self._owner(callee)
         if not owner.worth_inlining(callee):
             return states
-        if owner is not self and not owner.calls_parameter(callee) and not owner.evidence.summary(callee):
-            # Another module's function whose summary (computed once, through what it calls) has
-            # no event: its text mentioned training, its code does nothing to these objects.
+        if owner is not self and not owner.calls_parameter(callee) and not owner.evidence.summary(callee) \
+                and not self._hands_training_objects(call, frame):
+            # Another module's function whose summary (computed once, through what it calls, with
+            # no caller's objects) has no event and that is given no training object: its text
+            # mentioned training, its code does nothing to these objects.
             return states
         if callee in self._stack or len(self._stack) > MAX_CALL_DEPTH:
             if callee not in self._stack:
@@ -1182,6 +1200,7 @@ class Interpreter:
         if owner is not self and owner._sync_managed:
             # code of a module that sets DDP's sync itself (see _manages_sync), run from here
             states = self._feed(states, owner.extractor._event(owner.model.module, kind=EventKind.SYNC_MANAGED))
+        entered = call  # the statement's own node (a partial's call is rebuilt below)
         call = self._arguments(call, frame)
         subst = self._bind(callee, call, frame)
         varying = None
@@ -1205,13 +1224,25 @@ class Interpreter:
         if cached is not None:
             return cached
         self._stack.append(callee)
+        self._entered_by.append(entered)
         try:
             outcome = owner.block(callee.body, states, callee_frame)
         finally:
             self._stack.pop()
+            self._entered_by.pop()
         result = self.budget.paths(outcome.normal + outcome.returns)
         self._memo[key] = result
         return result
+
+    def _hands_training_objects(self, call: cst.Call, frame: Frame) -> bool:
+        """Does the call give its callee an optimizer, scheduler, scaler, loader or sampler (whose
+        methods the callee's summary, computed without them, could not know)?"""
+        for argument in call.args:
+            path = dotted(argument.value)
+            role = self.extractor.role(path, frame=frame) if path else None
+            if role is not None and role.kind in _HANDED_ROLES:
+                return True
+        return False
 
     def _bind_conditions(self, callee: Function, call: cst.Call, frame: Frame) -> Tuple[Tuple[str, str, bool], ...]:
         """Parameters given a condition (``update_grad=(i + 1) % k == 0``): inside the callee,

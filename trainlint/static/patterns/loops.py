@@ -749,13 +749,14 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
         if not losses:
             continue
         for aug in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns):
-            if isinstance(aug.operator, cst.AddAssign) and isinstance(aug.value, cst.Name) and aug.value.value in losses:
-                yield from _retained(ctx, aug, aug.value.value, training, fn)
+            carried = _carried(aug.value, losses) if isinstance(aug.operator, cst.AddAssign) else None
+            if carried is not None:
+                yield from _retained(ctx, aug, carried, training, fn)
         for site in ctx.sites.in_function(fn):
             if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_container(ctx, site.call.func.value, fn):
-                value = _moved(site.call.args[0].value)
-                if isinstance(value, cst.Name) and value.value in losses:
-                    yield from _retained(ctx, site.call, value.value, training, fn, site)
+                carried = _carried(site.call.args[0].value, losses)
+                if carried is not None:
+                    yield from _retained(ctx, site.call, carried, training, fn, site)
         for store, name in _keyed_stores(ctx, fn, losses):
             yield from _retained(ctx, store, name, training, fn)
     yield from _evaluation_losses_kept(ctx)
@@ -765,7 +766,7 @@ def _keyed_stores(ctx: Context, fn: Optional[Function], losses: Set[str]) -> Ite
     """``history[step] = loss``: the loss stored under a key that is not a constant (a step count,
     a loop variable), so every iteration adds an entry, each holding its graph."""
     stores = {id(target): name for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns)
-              for name in [_moved(value).value if isinstance(_moved(value), cst.Name) else None]
+              for name in [_carried(value, losses)]
               if name in losses and isinstance(target, cst.Subscript) and len(target.slice) == 1
               and isinstance(target.slice[0].slice, cst.Index) and _varying_key(target.slice[0].slice.value)}
     if not stores:
@@ -861,8 +862,10 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
     if isinstance(node, cst.AugAssign) and loops and _reset_in_loop(node.target, loops[-1]):
         return  # the accumulator starts again every pass (every optimizer step): memory is bounded
     restart = _restart_outside(node, loops)
-    yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node), r=restart: (
-        f"`{c}` keeps the tensor `{n}` itself, and with it the whole autograd graph of every "
+    kept = node.value if isinstance(node, (cst.AugAssign, cst.Assign)) else node.args[0].value
+    what = f"the tensor `{name}` itself" if isinstance(_unmoved(kept), cst.Name) else f"a tensor computed from `{name}`"
+    yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node), r=restart, w=what: (
+        f"`{c}` keeps {w}, and with it the whole autograd graph of every "
         f"iteration: " + (
             f"memory grows with each batch of the epoch, until `{ctx.code(r)}` ({line_of(r)}) starts the "
             f"total again at the next epoch (an epoch of graphs at once: out of memory on a long epoch)"
@@ -931,8 +934,24 @@ _DETACHING = frozenset({"item", "detach", "tolist", "numpy"})
 _MOVES = frozenset({"cpu", "to", "cuda"})
 
 
-def _moved(value: cst.BaseExpression) -> cst.BaseExpression:
-    """``loss.cpu()`` / ``loss.to("cpu")``: still ``loss``, graph included."""
+def _carried(value: cst.BaseExpression, losses: Set[str]) -> Optional[str]:
+    """The loss whose graph ``value`` still holds: ``loss``, ``loss.cpu()``, ``loss.to("cpu")``,
+    and arithmetic on it (``loss / len(loader)``, ``weight * loss``, ``-loss``), which makes a new
+    tensor whose graph includes the loss's."""
+    value = _unmoved(value)
+    if isinstance(value, cst.Name):
+        return value.value if value.value in losses else None
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        return _carried(value.expression, losses)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, _ARITHMETIC):
+        return _carried(value.left, losses) or _carried(value.right, losses)
+    return None
+
+
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
         value = value.func.value
     return value
