@@ -538,10 +538,26 @@ class TopLevel:
 def _record_method_calls(value: cst.BaseExpression, func: Union[Function, TopLevel]) -> None:
     """Each method call of a statement's (or an assigned value's, or a with-item's) call chain:
     ``scaler.scale(loss).backward()`` calls ``backward`` on ``scaler.scale(loss)`` and ``scale``
-    on ``scaler``."""
+    on ``scaler``; ``scheduler.get_last_lr()[0]`` calls ``get_last_lr``."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
     if isinstance(value, cst.Call):
         func.calls.append(value)
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+    _record_chain(value, func)
+
+
+def _record_chain(value: cst.BaseExpression, func: Union[Function, TopLevel], depth: int = 0) -> None:
+    """The method calls of a call chain, and of the calls its arguments make
+    (``log(scheduler.get_last_lr()[0])``), a few levels deep."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
+    while isinstance(value, cst.Call):
+        if depth < 3:
+            for argument in value.args:
+                if isinstance(argument.value, (cst.Call, cst.Subscript)):
+                    _record_chain(argument.value, func, depth + 1)
+        if not isinstance(value.func, cst.Attribute):
+            return
         positional = sum(1 for a in value.args if a.keyword is None and not a.star)
         func.method_calls.append((value.func.value, value.func.attr.value, positional))
         if value.func.attr.value in HANDED_ON and positional == 1 and value.args[0].keyword is None:

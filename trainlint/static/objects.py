@@ -747,6 +747,11 @@ def _field(objects: Iterable[Obj], name: str) -> Objects:
             part = Obj(None, f"{holder.name}{name}" if name.startswith("[") else f"{holder.name}.{name}")
             part.unknown = True
             held = holder.fields[name] = {part}
+        elif held is None and holder.origin is not None and name.startswith("["):
+            # an element of what came in from outside came from outside too (``self.optimizer,
+            # self.lr_scheduler = optimizers``): one object per element, known by its methods
+            part = Obj(None, f"{holder.name}{name}", origin=f"{holder.origin}{name}")
+            held = holder.fields[name] = {part}
         found.update(held or ())
     return frozenset(found)
 
