@@ -1,9 +1,12 @@
 """Small readers for call arguments and literals."""
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Union
 
 import libcst as cst
+
+if TYPE_CHECKING:
+    from .module import Function
 
 
 def kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
@@ -59,3 +62,31 @@ def parameters_given(call: cst.Call, params: List[str], method: bool) -> Iterabl
     for argument in call.args:
         if argument.keyword is not None and argument.keyword.value in params:
             yield argument.keyword.value, argument.value
+
+
+# What ``literal_arguments`` gives a parameter that receives ``None``.
+NONE_ARGUMENT = "None"
+
+
+def literal_arguments(call: cst.Call, callee: "Function", method: bool) -> Dict[str, Union[bool, str]]:
+    """Parameter -> True, False or NONE_ARGUMENT for the literals ``call`` passes, and for the
+    True/False/None defaults of the parameters it leaves out (``run_epoch(..., train=False)``,
+    ``def step(batch, opt=None)``). The one reading of literal arguments that the flow (which
+    branch ``if train:`` takes) and the pattern rules (what a call of a runner does) share."""
+    given: Dict[str, Union[bool, str]] = {}
+    for param in callee.params:
+        literal = _literal(callee.default(param))
+        if literal is not None:
+            given[param] = literal
+    for param, value in parameters_given(call, callee.params, method):
+        given.pop(param, None)
+        literal = _literal(value)
+        if literal is not None:
+            given[param] = literal
+    return given
+
+
+def _literal(value: Optional[cst.BaseExpression]) -> Optional[Union[bool, str]]:
+    if isinstance(value, cst.Name) and value.value == "None":
+        return NONE_ARGUMENT
+    return literal_bool(value)

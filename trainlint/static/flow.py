@@ -28,7 +28,7 @@ from .extract import Extractor, Frame
 from .hand import runs_without_grad, turns_grad_off
 from .losses import arguments_given
 from .module import Function, ModuleModel, block
-from .calls import literal_bool
+from .calls import NONE_ARGUMENT, literal_arguments, literal_bool, parameters_given
 from .comparisons import Comparison, comparison, floors, satisfiable
 from .names import dotted, selectors
 from .budget import CALL_DEPTH, LOOP_ROUNDS, Budget
@@ -1248,23 +1248,15 @@ class Interpreter:
         """Parameters given a condition (``update_grad=(i + 1) % k == 0``): inside the callee,
         ``if update_grad:`` tests the caller's condition, and the caller's later ``if`` on the same
         condition takes the same branch on the same path."""
-        params = [p for p in callee.params if p not in ("self", "cls")] if callee.cls is not None else list(callee.params)
-        given = list(zip(params, [a.value for a in call.args if a.keyword is None and not a.star]))
-        given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None and a.keyword.value in params]
-        passed = {param for param, _ in given}
-        # a parameter left to a constant default (``opt=None``): ``if opt is not None:`` is not taken
-        given += [(param, callee.default(param)) for param in params
-                  if param not in passed and _constant_truth(callee.default(param)) is not None]
-        # Constants only for the parameters the callee tests: each distinct set of them is another
-        # summary of the callee, which the rest would multiply for nothing.
+        # Literal True/False/None arguments and defaults (``run_epoch(..., train=False)``: ``if
+        # train:`` is not taken; ``opt=None``: ``if opt is not None:`` is not), only for the
+        # parameters the callee tests: each distinct set of them is another summary of the callee,
+        # which the rest would multiply for nothing.
         tested = _tested_names(callee)
-        found = []
-        for param, value in given:
-            if param in tested and isinstance(value, cst.Name) and value.value == "None":  # ``if opt is not None:`` is not taken
-                found.append((param, _CONSTANT_NONE, False))
-            elif param in tested and literal_bool(value) is not None:  # ``run_epoch(..., train=False)``: ``if train:`` is not taken
-                found.append((param, _CONSTANT, literal_bool(value)))
-            elif isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+        found = [(param, _CONSTANT_NONE, False) if literal == NONE_ARGUMENT else (param, _CONSTANT, literal)
+                 for param, literal in literal_arguments(call, callee, callee.cls is not None).items() if param in tested]
+        for param, value in parameters_given(call, callee.params, callee.cls is not None):
+            if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
                 key, polarity = self._cond_key(value)
                 self._root._passed_conditions.add(key)
                 found.append((param, key, polarity))
@@ -1511,13 +1503,6 @@ def _flag_assigned(assign: cst.Assign) -> Optional[str]:
 # The condition keys of a parameter the caller passed a literal True or False for, and None.
 _CONSTANT = "<constant>"
 _CONSTANT_NONE = "<None>"
-
-
-def _constant_truth(value: Optional[cst.BaseExpression]) -> Optional[bool]:
-    """What ``if param:`` finds for a literal True, False or None."""
-    if isinstance(value, cst.Name) and value.value == "None":
-        return False
-    return literal_bool(value)
 
 
 def _tested_names(fn: Function) -> FrozenSet[str]:

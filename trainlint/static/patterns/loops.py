@@ -11,7 +11,7 @@ from ..module import Function, block
 from ..names import dotted, literal_key
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
-from ..calls import arg, parameters_given, kwarg, literal_bool, literal_number, literal_str
+from ..calls import NONE_ARGUMENT, arg, kwarg, literal_arguments, literal_bool, literal_number, literal_str, parameters_given
 from ..roles import LOADER, OPTIMIZER, SCALER, SCHEDULER, classify_constructor
 from ..walk import children, walk
 from . import Context, Match
@@ -358,7 +358,7 @@ def evaluations_by_parameter(ctx: Context) -> Iterable[Tuple[object, object, obj
             if any(is_no_grad(ctx, w) for w in call.withs) or (
                     call.function is not None and no_grad_function(ctx, call.function)):
                 continue
-            given = {p: literal_bool(v) for p, v in parameters_given(call.call, fn.params, fn.cls is not None)}
+            given = _given(call, fn)
             if not evaluates(given):
                 continue
             start = order.get(id(site.statement), -1)
@@ -391,11 +391,6 @@ def _tested_parameter(test: cst.BaseExpression, fn: Function) -> bool:
     return isinstance(test, cst.Name) and test.value in fn.params
 
 
-# What a parameter holds when its call passes ``None`` (or leaves a ``None`` default): beside the
-# literal True and False of ``given`` maps (a missing or None entry: not known).
-_NONE = "None"
-
-
 def _test_value(test: cst.BaseExpression, given) -> Optional[bool]:
     """``is_train`` / ``not is_train`` / ``opt is not None`` with the parameter's literal
     argument, else None."""
@@ -407,7 +402,7 @@ def _test_value(test: cst.BaseExpression, given) -> Optional[bool]:
         value = given.get(inner.left.value)
         if value is None or not isinstance(operator, (cst.Is, cst.IsNot)):
             return None
-        return ((value == _NONE) == isinstance(operator, cst.Is)) != negated
+        return ((value == NONE_ARGUMENT) == isinstance(operator, cst.Is)) != negated
     value = given.get(inner.value) if isinstance(inner, cst.Name) else None
     if value is None:
         return None
@@ -415,22 +410,9 @@ def _test_value(test: cst.BaseExpression, given) -> Optional[bool]:
 
 
 def _given(call, callee: Function):
-    """Parameter -> True, False or None (as ``_NONE``) for the literals ``call`` passes, and the
-    ``None``/True/False defaults of the parameters it leaves out."""
-    given = {}
-    for param in callee.params:
-        default = callee.default(param)
-        if default is not None and literal_bool(default) is not None:
-            given[param] = literal_bool(default)
-        elif isinstance(default, cst.Name) and default.value == "None":
-            given[param] = _NONE
-    for param, value in parameters_given(call.call, callee.params, callee.cls is not None and isinstance(call.call.func, cst.Attribute)):
-        given.pop(param, None)
-        if literal_bool(value) is not None:
-            given[param] = literal_bool(value)
-        elif isinstance(value, cst.Name) and value.value == "None":
-            given[param] = _NONE
-    return given
+    """Parameter -> True, False or NONE_ARGUMENT for the literals the call site passes (and the
+    literal defaults of the parameters it leaves out)."""
+    return literal_arguments(call.call, callee, callee.cls is not None and isinstance(call.call.func, cst.Attribute))
 
 
 def _steps_an_optimizer(ctx: Context, site) -> bool:
