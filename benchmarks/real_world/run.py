@@ -558,7 +558,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--corpus", default=str(HERE / "corpus.tsv"))
     parser.add_argument("--ledger", default=str(HERE / "ledger.tsv"))
     parser.add_argument("--bugs", default=str(HERE / "bugs.tsv"))
-    parser.add_argument("--repo", action="append", help="only this repository (repeatable)")
+    parser.add_argument("--repo", action="append", help="only this repository, for precision and recall (repeatable)")
     parser.add_argument("--no-clone", action="store_true",
                         help="use local mirrors and --clones only (sets TRAINLINT_NO_CLONE)")
     parser.add_argument("--no-recall", action="store_true")
@@ -601,7 +601,10 @@ def main(argv: Optional[Sequence[str]] = None, roots: Optional[Iterable[Path]] =
     if not args.no_recall:
         bugs_path = Path(args.bugs)
         ensure_file(bugs_path, BUGS_HEADER)
-        results = check_bugs(load_bugs(bugs_path), clones, args.rules, roots)
+        bugs = load_bugs(bugs_path)
+        if args.repo:
+            bugs = [b for b in bugs if b["repo"] in set(args.repo)]
+        results = check_bugs(bugs, clones, args.rules, roots)
         result["recall"] = report_recall(results)
         result["bugs"] = results
     elapsed = time.monotonic() - started

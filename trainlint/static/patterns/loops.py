@@ -843,8 +843,10 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
         return  # ``loss = outputs.loss`` of an evaluation after the training loop: another value
     if isinstance(node, cst.AugAssign) and loops and _reset_in_loop(node.target, loops[-1]):
         return  # the accumulator starts again every pass (every optimizer step): memory is bounded
-    restart = _restart_outside(node, loops)
     kept = node.value if isinstance(node, (cst.AugAssign, cst.Assign)) else node.args[0].value
+    if (isinstance(node, cst.AugAssign) or not isinstance(kept, cst.Name)) and _under_no_grad(ctx, fn, node):
+        return  # a sum or product made under no_grad is a new tensor without a graph (the loss itself kept is not)
+    restart = _restart_outside(node, loops)
     what = f"the tensor `{name}` itself" if isinstance(_unmoved(kept), cst.Name) else f"a tensor computed from `{name}`"
     yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node), r=restart, w=what: (
         f"`{c}` keeps {w}, and with it the whole autograd graph of every "
