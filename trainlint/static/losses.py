@@ -101,7 +101,7 @@ def _kind(expr: cst.BaseExpression, scope: Scope, depth: int, own: Optional[Tupl
         key = expr.slice[0].slice if len(expr.slice) == 1 else None
         if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) and key.value.evaluated_value == "loss":
             return LOSS_MEAN  # outputs["loss"]
-        return LOSS_UNKNOWN
+        return _entry(expr, key.value if isinstance(key, cst.Index) else None, scope, depth)
     if isinstance(expr, cst.Call):
         return _call(expr, scope, depth, own)
     return LOSS_UNKNOWN
@@ -224,6 +224,27 @@ def _params(params: cst.Parameters):
     yield from params.posonly_params
     yield from params.params
     yield from params.kwonly_params
+
+
+def _entry(expr: cst.Subscript, key: Optional[cst.BaseExpression], scope: Scope, depth: int) -> str:
+    """``losses[name]`` of a dict or list the function fills (``losses[f"{prefix}/kl"] = kl_div(...)``):
+    what the stores that may have put the entry there hold, which must agree. A store under
+    another literal key is another entry; one under a key computed at run time may be this one."""
+    container = dotted(expr.value)
+    if container is None or key is None:
+        return LOSS_UNKNOWN
+    wanted = _literal(key)
+    kinds = []
+    for target, value in _assignments(scope.fn, scope.model):
+        if not (isinstance(target, cst.Subscript) and dotted(target.value) == container and len(target.slice) == 1
+                and isinstance(target.slice[0].slice, cst.Index)):
+            continue
+        stored = target.slice[0].slice.value
+        literal = _literal(stored)
+        if wanted is not None and literal is not None and literal != wanted:
+            continue  # another entry
+        kinds.append(_kind(value, scope, depth + 1))
+    return _alternatives(kinds) if kinds else LOSS_UNKNOWN
 
 
 def _assignments(fn: Optional[Function], model: ModuleModel):
