@@ -122,18 +122,27 @@ _MAX_DEPTH = 12
 
 
 def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Function], ops, depth: int = 0,
-               bound: Bindings = None) -> Optional[str]:
+               bound: Bindings = None, element: Optional[int] = None) -> Optional[str]:
     """Which of ``ops`` produced the value of ``expr``, when every way it is computed agrees; None
     when that is not known. Followed: shape-only methods and indexing, local names and loops over
     them, modules built as one of ``ops`` (``self.softmax = nn.Softmax(1)``, a Sequential ending in
     one), and models whose forward returns such a value (the class defined here or in the project),
-    with the forward's parameters bound to what the call passes (``bound``)."""
+    with the forward's parameters bound to what the call passes (``bound``). ``element``: the
+    value is a tuple and this element of it is meant (``_, labels = disc(x)``; ``disc(x)[1]``)."""
     if depth > _MAX_DEPTH:
         return None
+    if isinstance(expr, cst.Tuple) and element is not None:
+        parts = expr.elements
+        if element >= len(parts) or any(isinstance(p, cst.StarredElement) for p in parts[:element + 1]):
+            return None
+        return _output_of(model, parts[element].value, fn, ops, depth + 1, bound)
     if isinstance(expr, cst.Subscript):
-        return _output_of(model, expr.value, fn, ops, depth + 1, bound)
+        # an element of a tuple (a forward's ``return out, labels``), else an index into a tensor
+        # of the same values
+        index = _integer_index(expr)
+        return _output_of(model, expr.value, fn, ops, depth + 1, bound, index if index is not None else element)
     if isinstance(expr, cst.Name):
-        return _output_of_name(model, expr.value, fn, ops, depth + 1, bound)
+        return _output_of_name(model, expr.value, fn, ops, depth + 1, bound, element)
     if not isinstance(expr, cst.Call):
         return None
     func = expr.func
@@ -147,16 +156,23 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Functi
         return None
     if isinstance(func, cst.Attribute) and name in _SAME_VALUES:
         return _output_of(model, func.value, fn, ops, depth + 1, bound)
-    return _called_module_output(model, _called_object(func), fn, ops, depth + 1, bound, expr)
+    return _called_module_output(model, _called_object(func), fn, ops, depth + 1, bound, expr, element)
+
+
+def _integer_index(expr: cst.Subscript) -> Optional[int]:
+    if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, cst.Integer):
+        return int(expr.slice[0].slice.value.value, 0)
+    return None
 
 
 def _output_of_name(model: ModuleModel, name: str, fn: Optional[Function], ops, depth: int,
-                    bound: Bindings = None) -> Optional[str]:
+                    bound: Bindings = None, element: Optional[int] = None) -> Optional[str]:
     passed = _bound_value(bound, fn, name)
     if passed is not None:
         value, scope, caller = passed
-        return _output_of(caller, value, scope, ops, depth, bound)
-    return _agreed([_output_of(model, value, scope, ops, depth, bound) for value, scope in _values_in_scope(model, name, fn)])
+        return _output_of(caller, value, scope, ops, depth, bound, element)
+    return _agreed([_output_of(model, value, scope, ops, depth, bound, element)
+                    for value, scope in _values_in_scope(model, name, fn)])
 
 
 # What a call passes to the parameters of the forward it runs: (id(forward), parameter) ->
@@ -235,14 +251,19 @@ def _values_in_scope(model: ModuleModel, path: str, fn: Optional[Function]):
 
 def _passed(model: ModuleModel, fn: Function, param: str):
     """(value, caller's scope) for what the callers give parameter ``param`` of the module-level
-    function ``fn``. Known only when every mention of ``fn`` in the module is a call that gives
-    it (a function passed around as a value, or a default, has callers not seen here)."""
-    if fn.cls is not None or fn.parent is not None or fn.default(param) is not None:
+    function (or the method) ``fn``. Known only when every mention of ``fn`` in the module is a
+    call that gives it (a function passed around as a value, or a default, has callers not seen
+    here); a method's are its ``self.name(...)`` calls."""
+    if fn.parent is not None or fn.default(param) is not None:
         return []
     sites = model.sites().calls_of(fn)
-    if not sites or len(sites) != _name_mentions(model)[fn.name] - 1:  # less the def's own name
+    mentions = _attribute_mentions(model)[fn.name] if fn.cls is not None else _name_mentions(model)[fn.name] - 1
+    if not sites or len(sites) != mentions:  # (less the def's own name)
         return []
-    position = fn.params.index(param)
+    method = fn.cls is not None
+    if method and (_static(fn) or not all(isinstance(site.call.func, cst.Attribute) for site in sites)):
+        return []
+    position = fn.params.index(param) - (1 if method else 0)
     passed = []
     for site in sites:
         value = arg(site.call, position, param)
@@ -250,6 +271,12 @@ def _passed(model: ModuleModel, fn: Function, param: str):
             return []
         passed.append((value, site.function))
     return passed
+
+
+def _attribute_mentions(model: ModuleModel) -> Counter:
+    """How often each name is written as an attribute (``self.auxiliary_loss``), calls included."""
+    return model.memo("numerics.attribute_mentions", lambda: Counter(
+        node.attr.value for node in model.preorder.nodes if isinstance(node, cst.Attribute)))
 
 
 def _name_mentions(model: ModuleModel) -> Counter:
@@ -283,8 +310,14 @@ def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: s
     values = []
     for target, value in assigns:
         if isinstance(target, (cst.Tuple, cst.List)):
-            if any(_root(e.value) == root for e in target.elements):
-                return []
+            for index, part in enumerate(target.elements):
+                if _root(part.value) != root:
+                    continue
+                if isinstance(part, cst.StarredElement) or any(isinstance(p, cst.StarredElement) for p in target.elements[:index]) \
+                        or dotted(part.value) != path:
+                    return []
+                binds = True
+                values.append((_element_of(value, index), scope))
         elif _root(target) == root:
             binds = True
             if dotted(target) == path:
@@ -294,6 +327,11 @@ def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: s
     if loops and path != root:
         return []
     return values + [(loop.iter, scope) for loop in loops]
+
+
+def _element_of(value: cst.BaseExpression, index: int) -> cst.BaseExpression:
+    """``value[index]``, for the name a tuple assignment binds to that element."""
+    return cst.Subscript(value=value, slice=[cst.SubscriptElement(slice=cst.Index(value=cst.Integer(str(index))))])
 
 
 def _root(target: cst.BaseExpression) -> Optional[str]:
@@ -323,20 +361,21 @@ def _loops_by_target(model: ModuleModel, fn: Optional[Function]) -> Dict[str, Li
 
 
 def _called_module_output(model: ModuleModel, func: cst.BaseExpression, fn: Optional[Function], ops,
-                          depth: int, bound: Bindings = None, call: Optional[cst.Call] = None) -> Optional[str]:
+                          depth: int, bound: Bindings = None, call: Optional[cst.Call] = None,
+                          element: Optional[int] = None) -> Optional[str]:
     """What calling the object ``func`` (by ``call``, in ``fn``) returns, as one of ``ops``:
     ``nn.Softmax(dim=1)(x)``, or ``self.softmax(x)`` / ``model(x)`` with every value assigned to
     that path a module that does."""
     if isinstance(func, cst.Call):
-        return _module_output(model, func, ops, depth, fn, bound, call, fn, model)
+        return _module_output(model, func, ops, depth, fn, bound, call, fn, model, element)
     if fn is not None and fn.cls is not None and fn.params and isinstance(func, cst.Name) and func.value == fn.params[0] \
             and _bound_value(bound, fn, func.value) is None and not _static(fn):
         # ``self(x)`` in a method: the instance's own forward
-        return _forward_output(model, fn.cls, fn.cls, ops, depth, bound, call, fn, model)
+        return _forward_output(model, fn.cls, fn.cls, ops, depth, bound, call, fn, model, element)
     path = dotted(func)
     if path is None:
         return None
-    return _named_module_output(model, path, fn, ops, depth, bound, call)
+    return _named_module_output(model, path, fn, ops, depth, bound, call, element)
 
 
 def _static(fn: Function) -> bool:
@@ -345,28 +384,29 @@ def _static(fn: Function) -> bool:
 
 
 def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
-                         bound: Bindings = None, call: Optional[cst.Call] = None) -> Optional[str]:
+                         bound: Bindings = None, call: Optional[cst.Call] = None, element: Optional[int] = None) -> Optional[str]:
     """What the module held by ``path`` where ``fn`` reads it returns when called (by ``call``)."""
     passed = _bound_value(bound, fn, path)
     if passed is not None:
         value, scope, caller = passed
         if isinstance(value, cst.Call):
-            return _module_output(caller, value, ops, depth, scope, bound, call, fn, model)
+            return _module_output(caller, value, ops, depth, scope, bound, call, fn, model, element)
         held = dotted(value)
-        return _named_module_output(caller, held, scope, ops, depth + 1, bound) if held and depth < _MAX_DEPTH else None
+        return _named_module_output(caller, held, scope, ops, depth + 1, bound, None, element) if held and depth < _MAX_DEPTH else None
     # ``model = model.to(device)`` is the same module; a caller's ``model`` passed in is another scope's
     values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if scope is not fn or dotted(_unmoved(v)) != path]
     if not values:
-        return _instances_output(model, path, fn, ops, depth, bound, call)
+        return _instances_output(model, path, fn, ops, depth, bound, call, element)
     return _agreed([
-        _named_module_output(model, v.value, scope, ops, depth + 1, bound, call) if isinstance(v, cst.Name) and depth < _MAX_DEPTH
-        else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope, bound, call, fn, model)
+        _named_module_output(model, _unmoved(v).value, scope, ops, depth + 1, bound, call, element)
+        if isinstance(_unmoved(v), cst.Name) and depth < _MAX_DEPTH
+        else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope, bound, call, fn, model, element)
         for v, scope in values
     ])
 
 
 def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
-                      bound: Bindings, call: Optional[cst.Call]) -> Optional[str]:
+                      bound: Bindings, call: Optional[cst.Call], element: Optional[int] = None) -> Optional[str]:
     """Where no assignment in reach says what ``path`` holds (a method's parameter, given by
     callers in the project): the objects that can reach it, when all are instances of one project
     class, return what that class's forward does."""
@@ -378,7 +418,7 @@ def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops
         owner = obj.class_module()
         if owner is None:
             return None
-        results.append(_forward_output(owner, obj.cls, obj.cls, ops, depth + 1, bound, call, fn, model))
+        results.append(_forward_output(owner, obj.cls, obj.cls, ops, depth + 1, bound, call, fn, model, element))
     return _agreed(results)
 
 
@@ -406,9 +446,10 @@ def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
 
 def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: int,
                    scope: Optional[Function] = None, bound: Bindings = None, call: Optional[cst.Call] = None,
-                   caller_scope: Optional[Function] = None, caller: Optional[ModuleModel] = None) -> Optional[str]:
+                   caller_scope: Optional[Function] = None, caller: Optional[ModuleModel] = None,
+                   element: Optional[int] = None) -> Optional[str]:
     """What the module built by ``value`` (in ``scope``) returns when ``call`` (made in
-    ``caller_scope`` of ``caller``) calls it, as one of ``ops``."""
+    ``caller_scope`` of ``caller``) calls it, as one of ``ops`` (``element``: of the tuple it returns)."""
     value = _unmoved(value)
     if depth > _MAX_DEPTH or not isinstance(value, cst.Call):
         return None
@@ -421,8 +462,8 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             return None
         last = layers[-1].value
         if isinstance(last, cst.Call):
-            return _module_output(model, last, ops, depth + 1, scope, bound)
-        return _called_module_output(model, last, scope, ops, depth + 1, bound)
+            return _module_output(model, last, ops, depth + 1, scope, bound, element=element)
+        return _called_module_output(model, last, scope, ops, depth + 1, bound, element=element)
     builder = model.functions.get(dotted(value.func) or "")
     if builder is not None:
         # ``model = build_model(...)``: the module the function returns
@@ -431,11 +472,12 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             else _module_output(model, ret, ops, depth + 1, builder, bound)
             for ret in builder.returns
         ])
-    return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller)
+    return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller, element)
 
 
 def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: int, bound: Bindings,
-                    call: Optional[cst.Call], caller_scope: Optional[Function], caller: Optional[ModuleModel]) -> Optional[str]:
+                    call: Optional[cst.Call], caller_scope: Optional[Function], caller: Optional[ModuleModel],
+                    element: Optional[int] = None) -> Optional[str]:
     """What the forward of the class at ``class_path`` returns when ``call`` calls an instance."""
     forward = model.method_of_class(class_path, "forward")
     if forward is None or not forward.returns:
@@ -445,7 +487,7 @@ def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: i
     returns = forward.returns
     if len(returns) == 1 and isinstance(returns[0], cst.Name):
         returns = [_final_value(forward, returns[0].value) or returns[0]]
-    returned = _agreed([_output_of(owner, ret, forward, ops, depth + 1, inside) for ret in returns])
+    returned = _agreed([_output_of(owner, ret, forward, ops, depth + 1, inside, element) for ret in returns])
     if returned is None:
         return None
     # named after the outermost model: the one the loop calls (the layer may come from its forward)
