@@ -797,12 +797,17 @@ def _built_as_other_than_container(ctx: Context, receiver: cst.BaseExpression, f
     if not path:
         return False
     objects = ctx.model.objects.eval(receiver, fn)  # also what a caller hands a helper's parameter
-    if objects and all(o.cls is not None or o.role is not None for o in objects):
+    if objects and all(o.cls is not None or o.role is not None or _built_by_a_call_other_than_container(o) for o in objects):
         return True
     values = ctx.model.values_in_scope(path, fn)
     builds_container = any(isinstance(value, (cst.List, cst.ListComp, cst.Dict, cst.DictComp)) or isinstance(value, cst.Call)
                            and (dotted(value.func) or "") in _CONTAINER_BUILDERS for value in values)
     return not builds_container and any(isinstance(value, cst.Call) for value in values)
+
+
+def _built_by_a_call_other_than_container(obj) -> bool:
+    """An object a call allocated (``torch.zeros(n)`` handed to a helper), not a list or dict."""
+    return isinstance(obj.node, cst.Call) and (dotted(obj.node.func) or "") not in _CONTAINER_BUILDERS
 
 
 def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:

@@ -22,6 +22,9 @@ _BCE_MODULES = {"BCELoss"}
 
 
 def _last(node: cst.BaseExpression) -> str:
+    """The called name: ``view`` of ``output[1:].view``, ``softmax`` of ``F.softmax``."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
     return (dotted(node) or "").rsplit(".", 1)[-1]
 
 
@@ -118,7 +121,7 @@ _SAME_VALUES = frozenset({
     "view", "reshape", "resize", "squeeze", "unsqueeze", "transpose", "permute", "contiguous", "flatten",
     "float", "double", "half", "to", "cpu", "cuda", "clone",
 })
-_MAX_DEPTH = 12
+_MAX_DEPTH = 16  # calls, names and elements followed from a loss argument to what computed it
 
 
 def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Function], ops, depth: int = 0,
@@ -198,12 +201,13 @@ def _bind(bound: Bindings, forward: Function, call: Optional[cst.Call], caller_s
 
 
 def _final_value(fn: Function, name: str) -> Optional[cst.BaseExpression]:
-    """What the local ``name`` holds at a ``return name`` that ends ``fn``'s body, when every
+    """What the local ``name`` holds at a ``return name`` (or ``return name, other``) that ends ``fn``'s body, when every
     assignment to it is a statement of that body itself (straight-line code: the last one wins).
     ``x = x.view(...)`` keeps what ``x`` held. None when that is not so simple."""
     last = fn.body[-1] if fn.body else None
-    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
-            and isinstance(last.body[0].value, cst.Name) and last.body[0].value.value == name):
+    returned = last.body[0].value if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return) else None
+    parts = [e.value for e in returned.elements] if isinstance(returned, cst.Tuple) else [returned]
+    if not any(isinstance(part, cst.Name) and part.value == name for part in parts):
         return None
     top_level = [
         small for stmt in fn.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body
@@ -215,6 +219,9 @@ def _final_value(fn: Function, name: str) -> Optional[cst.BaseExpression]:
         return None
     for assign in reversed(top_level):
         if not _same_name(assign.value, name):
+            if _allocation(assign.value) and any(isinstance(target, cst.Subscript) and dotted(target.value) == name
+                                                 for target, _ in fn.assigns):
+                return None  # a buffer filled entry by entry: what is stored in it (see _assigned_in)
             return assign.value
     return cst.Name(name)  # only reshaped: what it held on entry
 
@@ -308,7 +315,11 @@ def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: s
     loops = list(_loops_binding(model, scope, root))
     binds = bool(loops)
     values = []
+    filled = []  # ``outputs[t] = step_output`` into a tensor allocated for it
     for target, value in assigns:
+        if isinstance(target, cst.Subscript) and dotted(target.value) == path:
+            filled.append((_stored_value(scope, target, value), scope))
+            continue
         if isinstance(target, (cst.Tuple, cst.List)):
             for index, part in enumerate(target.elements):
                 if _root(part.value) != root:
@@ -326,7 +337,56 @@ def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: s
         return None
     if loops and path != root:
         return []
+    if filled and values and all(_allocation(value) for value, _ in values):
+        values = filled  # the allocation holds nothing yet: its entries are what is stored in it
     return values + [(loop.iter, scope) for loop in loops]
+
+
+def _stored_value(scope: Optional[Function], target: cst.Subscript, value: cst.BaseExpression) -> cst.BaseExpression:
+    """What ``buffer[t] = name`` stores: the value ``name`` was last given before it in the same
+    block (``output, hidden = self.decoder(...)`` just above, though ``output`` is given other
+    values elsewhere in the loop), else ``name`` itself."""
+    if not isinstance(value, cst.Name) or scope is None:
+        return value
+    for body in _blocks(scope.node):
+        at = next((i for i, stmt in enumerate(body) if isinstance(stmt, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Assign) and any(t.target is target for t in small.targets) for small in stmt.body)), None)
+        if at is None:
+            continue
+        for stmt in reversed(body[:at]):
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                if any(isinstance(n, cst.Name) and n.value == value.value for n in walk(stmt)):
+                    return value  # a block in between may rebind it: not followed
+                continue
+            for small in reversed(stmt.body):
+                for assigned in (small.targets if isinstance(small, cst.Assign) else ()):
+                    if isinstance(assigned.target, cst.Name) and assigned.target.value == value.value:
+                        return small.value
+                    if isinstance(assigned.target, (cst.Tuple, cst.List)):
+                        names = [e.value.value if isinstance(e.value, cst.Name) and not isinstance(e, cst.StarredElement)
+                                 else None for e in assigned.target.elements]
+                        if value.value in names:
+                            return _element_of(small.value, names.index(value.value))
+        return value
+    return value
+
+
+def _blocks(node: cst.CSTNode) -> Iterable[Sequence[cst.CSTNode]]:
+    for inner in walk(node):
+        if isinstance(inner, cst.IndentedBlock):
+            yield inner.body
+
+
+_ALLOCATIONS = frozenset({"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like",
+                          "new_zeros", "new_empty", "new_ones", "new_full"})
+
+
+def _allocation(value: cst.BaseExpression) -> bool:
+    """A tensor allocated to be filled (``torch.zeros(n, b, v)``, ``Variable(torch.zeros(...)).cuda()``)."""
+    value = _unmoved(value)
+    if isinstance(value, cst.Call) and _last(value.func) == "Variable" and value.args:
+        value = _unmoved(value.args[0].value)
+    return isinstance(value, cst.Call) and _last(value.func) in _ALLOCATIONS
 
 
 def _element_of(value: cst.BaseExpression, index: int) -> cst.BaseExpression:
@@ -397,12 +457,17 @@ def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], 
     values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if scope is not fn or dotted(_unmoved(v)) != path]
     if not values:
         return _instances_output(model, path, fn, ops, depth, bound, call, element)
-    return _agreed([
+    found = _agreed([
         _named_module_output(model, _unmoved(v).value, scope, ops, depth + 1, bound, call, element)
         if isinstance(_unmoved(v), cst.Name) and depth < _MAX_DEPTH
         else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope, bound, call, fn, model, element)
         for v, scope in values
     ])
+    if found is None and path.startswith("self."):
+        # ``self.decoder = decoder`` from a constructor's parameter: the instances the objects
+        # layer knows the attribute holds (``Seq2Seq(Decoder(...))``)
+        return _instances_output(model, path, fn, ops, depth, bound, call, element)
+    return found
 
 
 def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
@@ -411,6 +476,10 @@ def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops
     callers in the project): the objects that can reach it, when all are instances of one project
     class, return what that class's forward does."""
     objects = model.objects.eval(cst.parse_expression(path), fn)
+    if any(o.cls is not None for o in objects):
+        # what came in from outside beside the instances built here (a caller elsewhere could
+        # give another module) does not take away the witness the program's own constructions are
+        objects = frozenset(o for o in objects if not (o.origin is not None and o.cls is None and not o.unknown))
     if not objects or any(o.cls is None or o.unknown for o in objects):
         return None
     results = []
@@ -487,6 +556,13 @@ def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: i
     returns = forward.returns
     if len(returns) == 1 and isinstance(returns[0], cst.Name):
         returns = [_final_value(forward, returns[0].value) or returns[0]]
+    elif len(returns) == 1 and isinstance(returns[0], cst.Tuple) and element is not None \
+            and element < len(returns[0].elements) and isinstance(returns[0].elements[element].value, cst.Name):
+        # ``return output, hidden`` at the end: what ``output`` holds there
+        name = returns[0].elements[element].value.value
+        final = _final_value(forward, name)
+        if final is not None:
+            returns, element = [final], None
     returned = _agreed([_output_of(owner, ret, forward, ops, depth + 1, inside, element) for ret in returns])
     if returned is None:
         return None
