@@ -797,9 +797,11 @@ def _built_as_other_than_container(ctx: Context, receiver: cst.BaseExpression, f
     if not path:
         return False
     objects = ctx.model.objects.eval(receiver, fn)  # also what a caller hands a helper's parameter
-    if objects and all(o.cls is not None or o.role is not None or _built_by_a_call_other_than_container(o) for o in objects):
+    if objects and all(o.cls is not None or o.role is not None for o in objects):
         return True
     values = ctx.model.values_in_scope(path, fn)
+    if not values and objects and all(_built_by_a_call_other_than_container(o) for o in objects):
+        return True  # a parameter given a tensor buffer (``torch.zeros(n)``) by every caller
     builds_container = any(isinstance(value, (cst.List, cst.ListComp, cst.Dict, cst.DictComp)) or isinstance(value, cst.Call)
                            and (dotted(value.func) or "") in _CONTAINER_BUILDERS for value in values)
     return not builds_container and any(isinstance(value, cst.Call) for value in values)
