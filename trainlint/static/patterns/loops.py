@@ -800,11 +800,27 @@ def _built_as_other_than_container(ctx: Context, receiver: cst.BaseExpression, f
     if objects and all(o.cls is not None or o.role is not None for o in objects):
         return True
     values = ctx.model.values_in_scope(path, fn)
-    if not values and objects and all(_built_by_a_call_other_than_container(o) for o in objects):
+    if not values and objects and all(_built_by_a_call_other_than_container(o) for o in objects) \
+            and not _callers_may_pass_a_container(ctx, fn, path):
         return True  # a parameter given a tensor buffer (``torch.zeros(n)``) by every caller
     builds_container = any(isinstance(value, (cst.List, cst.ListComp, cst.Dict, cst.DictComp)) or isinstance(value, cst.Call)
                            and (dotted(value.func) or "") in _CONTAINER_BUILDERS for value in values)
     return not builds_container and any(isinstance(value, cst.Call) for value in values)
+
+
+def _callers_may_pass_a_container(ctx: Context, fn: Optional[Function], param: str) -> bool:
+    """Does a call of ``fn`` pass, for ``param``, a variable its scope binds to a list or dict
+    literal or builder (an empty ``[]`` is no object of the objects layer, so it is read here)?"""
+    if fn is None or param not in fn.params:
+        return False
+    for call in ctx.sites.calls_of(fn):
+        for given, value in parameters_given(call.call, fn.params, fn.cls is not None):
+            name = dotted(value) if given == param else None
+            if name and any(isinstance(v, (cst.List, cst.ListComp, cst.Dict, cst.DictComp)) or isinstance(v, cst.Call)
+                            and (dotted(v.func) or "") in _CONTAINER_BUILDERS
+                            for v in ctx.model.values_in_scope(name, call.function)):
+                return True
+    return False
 
 
 def _built_by_a_call_other_than_container(obj) -> bool:

@@ -446,6 +446,9 @@ def _static(fn: Function) -> bool:
 def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
                          bound: Bindings = None, call: Optional[cst.Call] = None, element: Optional[int] = None) -> Optional[str]:
     """What the module held by ``path`` where ``fn`` reads it returns when called (by ``call``)."""
+    known = _attribute_of_instance(model, path, fn, ops, depth, bound, call, element)
+    if known is not None:
+        return known
     passed = _bound_value(bound, fn, path)
     if passed is not None:
         value, scope, caller = passed
@@ -457,17 +460,12 @@ def _named_module_output(model: ModuleModel, path: str, fn: Optional[Function], 
     values = [(v, scope) for v, scope in _values_in_scope(model, path, fn) if scope is not fn or dotted(_unmoved(v)) != path]
     if not values:
         return _instances_output(model, path, fn, ops, depth, bound, call, element)
-    found = _agreed([
+    return _agreed([
         _named_module_output(model, _unmoved(v).value, scope, ops, depth + 1, bound, call, element)
         if isinstance(_unmoved(v), cst.Name) and depth < _MAX_DEPTH
         else _module_output(model, _last_added(model, v, path, scope), ops, depth, scope, bound, call, fn, model, element)
         for v, scope in values
     ])
-    if found is None and path.startswith("self."):
-        # ``self.decoder = decoder`` from a constructor's parameter: the instances the objects
-        # layer knows the attribute holds (``Seq2Seq(Decoder(...))``)
-        return _instances_output(model, path, fn, ops, depth, bound, call, element)
-    return found
 
 
 def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
@@ -476,10 +474,6 @@ def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops
     callers in the project): the objects that can reach it, when all are instances of one project
     class, return what that class's forward does."""
     objects = model.objects.eval(cst.parse_expression(path), fn)
-    if any(o.cls is not None for o in objects):
-        # what came in from outside beside the instances built here (a caller elsewhere could
-        # give another module) does not take away the witness the program's own constructions are
-        objects = frozenset(o for o in objects if not (o.origin is not None and o.cls is None and not o.unknown))
     if not objects or any(o.cls is None or o.unknown for o in objects):
         return None
     results = []
@@ -487,7 +481,7 @@ def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops
         owner = obj.class_module()
         if owner is None:
             return None
-        results.append(_forward_output(owner, obj.cls, obj.cls, ops, depth + 1, bound, call, fn, model, element))
+        results.append(_forward_output(owner, obj.cls, obj.cls, ops, depth + 1, bound, call, fn, model, element, obj))
     return _agreed(results)
 
 
@@ -541,18 +535,24 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             else _module_output(model, ret, ops, depth + 1, builder, bound)
             for ret in builder.returns
         ])
-    return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller, element)
+    built = [o for o in model.objects.eval(value, scope) if o.cls is not None and not o.unknown]
+    return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller, element,
+                           built[0] if len(built) == 1 else None)
 
 
 def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: int, bound: Bindings,
                     call: Optional[cst.Call], caller_scope: Optional[Function], caller: Optional[ModuleModel],
-                    element: Optional[int] = None) -> Optional[str]:
-    """What the forward of the class at ``class_path`` returns when ``call`` calls an instance."""
+                    element: Optional[int] = None, instance=None) -> Optional[str]:
+    """What the forward of the class at ``class_path`` returns when ``call`` calls an instance
+    (``instance``: the object the objects layer says it is, whose attributes its forward reads)."""
     forward = model.method_of_class(class_path, "forward")
     if forward is None or not forward.returns:
         return None
     owner = forward.owner or model
     inside = _bind(bound, forward, call, caller_scope, caller or model)
+    if instance is not None:
+        inside = dict(inside or {})
+        inside[(id(forward), _INSTANCE)] = (instance, None, owner)
     returns = forward.returns
     if len(returns) == 1 and isinstance(returns[0], cst.Name):
         returns = [_final_value(forward, returns[0].value) or returns[0]]
@@ -568,6 +568,29 @@ def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: i
         return None
     # named after the outermost model: the one the loop calls (the layer may come from its forward)
     return f"{returned.split(' returned by ')[0]} returned by {cls}.forward"
+
+
+# The key under which a forward's bindings hold the instance it runs on (an objects-layer object).
+_INSTANCE = "<instance>"
+
+
+def _attribute_of_instance(model: ModuleModel, path: str, fn: Optional[Function], ops, depth: int,
+                           bound: Bindings, call: Optional[cst.Call], element: Optional[int]) -> Optional[str]:
+    """``self.decoder(...)`` in a forward run on a known instance: what the modules its
+    ``decoder`` field holds return (``Seq2Seq(encoder, Decoder(...))`` built in another module)."""
+    held = bound.get((id(fn), _INSTANCE)) if bound and fn is not None else None
+    if held is None or not path.startswith("self.") or "." in path[5:]:
+        return None
+    objects = held[0].fields.get(path[5:], ())
+    if not objects or any(o.cls is None or o.unknown for o in objects):
+        return None
+    results = []
+    for obj in objects:
+        owner = obj.class_module()
+        if owner is None:
+            return None
+        results.append(_forward_output(owner, obj.cls, obj.cls, ops, depth + 1, bound, call, fn, model, element, obj))
+    return _agreed(results)
 
 
 def _agreed(results: Sequence[Optional[str]]) -> Optional[str]:
