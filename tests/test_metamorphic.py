@@ -125,7 +125,8 @@ _CONSTRUCTED_ELSEWHERE = (
 )
 
 KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
-    # CONSTRUCTED_ELSEWHERE (1)
+    # CONSTRUCTED_ELSEWHERE (2)
+    ("TL801/bad_decoder_steps_stored_in_output_buffer.py", "reexport_through_package"): _CONSTRUCTED_ELSEWHERE,
     ("TL801/bad_decoder_steps_stored_in_output_buffer.py", "split_helpers_module"): _CONSTRUCTED_ELSEWHERE,
     # CALLERS_ELSEWHERE (2)
     ("TL202/bad_single_pass_tail_unstepped.py", "reexport_through_package"): _CALLERS_ELSEWHERE,

@@ -187,7 +187,9 @@ class ObjectFlow:
                 method = target.cls is not None and isinstance(call.func, cst.Attribute)
                 for param, argument in parameters_given(call, target.params, method):
                     objects = self.eval(argument, fn)
-                    if objects and param not in ("self", "cls"):
+                    # a method's own ``self`` is its instance (see _from_outside); a plain function's
+                    # first parameter, whatever its name, is what the call passes
+                    if objects and not (target.cls is not None and param == target.params[0]):
                         self._changed |= _add(self._scope(target).setdefault(param, set()), objects)
 
     def _method_of_instances(self, func: cst.Attribute, fn: Optional["Function"]) -> Optional["Function"]:
