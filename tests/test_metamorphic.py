@@ -118,16 +118,7 @@ _DECORATOR_ELSEWHERE = (
     "same module only; imported from another module, the save it wraps is taken as every rank's (TL303)"
 )
 
-_CONSTRUCTED_ELSEWHERE = (
-    "engine: a module kept on self from a constructor argument (`self.decoder = decoder`) is known from the "
-    "constructions in the class's own module; moved to another module, `Translator(StepDecoder(...))` is not "
-    "seen from the class's forward (TL801 lost)"
-)
-
 KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
-    # CONSTRUCTED_ELSEWHERE (2)
-    ("TL801/bad_decoder_steps_stored_in_output_buffer.py", "reexport_through_package"): _CONSTRUCTED_ELSEWHERE,
-    ("TL801/bad_decoder_steps_stored_in_output_buffer.py", "split_helpers_module"): _CONSTRUCTED_ELSEWHERE,
     # CALLERS_ELSEWHERE (2)
     ("TL202/bad_single_pass_tail_unstepped.py", "reexport_through_package"): _CALLERS_ELSEWHERE,
     ("TL202/bad_single_pass_tail_unstepped.py", "split_helpers_module"): _CALLERS_ELSEWHERE,

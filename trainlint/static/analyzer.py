@@ -20,7 +20,7 @@ from .flow import Interpreter, Witness
 from .budget import Budget, OutOfTime
 from .cpython import cpython_tree
 from .module import ModuleModel
-from .patterns import Context, Match, registry
+from .patterns import Context, Match, registry, through_project_registry
 from .positions import Positions
 from .project import Project, parsed_before, pinning, remember_checked, start_check
 from .sites import SiteIndex
@@ -28,6 +28,7 @@ from .sites import SiteIndex
 # Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
 FLOW_RULES = checker.CHECKED_RULES
 PATTERN_RULES = registry()
+THROUGH_PROJECT_RULES = through_project_registry()
 
 Span = Tuple[int, int, int, int]
 
@@ -114,13 +115,18 @@ def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Proj
         interpreter.close()
 
 
-def find_matches(model: ModuleModel, sites: SiteIndex, rules: AbstractSet[str], source: str) -> List[Match]:
+def find_matches(model: ModuleModel, sites: SiteIndex, rules: AbstractSet[str], source: str,
+                 calls_into_project: bool = False) -> List[Match]:
+    """``calls_into_project``: the file calls functions of its project that may train, so the
+    rules' parts that look into them run even without the rule's own trigger text here."""
     catalog = load_catalog()
     wanted = [rule for rule in sorted(rules & PATTERN_RULES.keys()) if could_fire(source, {rule}) or rule not in catalog]
-    if not wanted:
+    through = [rule for rule in sorted(rules & THROUGH_PROJECT_RULES.keys()) if rule not in wanted] if calls_into_project else []
+    if not wanted and not through:
         return []
     context = Context(model, sites)
-    return [match for rule in wanted for match in PATTERN_RULES[rule](context)]
+    return [match for rule in wanted for match in PATTERN_RULES[rule](context)] + [
+        match for rule in through for match in THROUGH_PROJECT_RULES[rule](context)]
 
 
 def _spans(positions, nodes: List[cst.CSTNode]) -> Dict[int, Span]:
@@ -278,7 +284,7 @@ def _analyze_results(
         budget = Budget()
         if known & FLOW_RULES and (follows_project or could_fire(source, known & FLOW_RULES)):
             violations = [v for v in find_violations(model, sites, project, witnesses, budget) if v.rule in known]
-        matches = find_matches(model, sites, known, source)
+        matches = find_matches(model, sites, known, source, follows_project)
         if project is not None:
             project.settle()
     except RecursionError:

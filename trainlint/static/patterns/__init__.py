@@ -53,3 +53,12 @@ def registry() -> Dict[str, Check]:
     for module in (distributed, loops, numerics, optimizers, precision):
         rules.update(module.RULES)
     return rules
+
+
+def through_project_registry() -> Dict[str, Check]:
+    """The parts of pattern rules that look into functions of other project modules the file
+    calls (``train(model, ...)`` handing a softmax model to a loop that applies cross-entropy):
+    run also in a file without the rule's own trigger text, when it calls into its project."""
+    from . import numerics
+
+    return dict(numerics.THROUGH_PROJECT)

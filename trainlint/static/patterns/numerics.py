@@ -61,6 +61,7 @@ def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function]) -> Op
         values = [v for v, _ in _through_names(ctx.model, _passed(ctx.model, fn, path))]
     else:
         values = _assigned_following_defaults(ctx.model, path, fn) if path else []
+    values = [_unmoved(v) if v is not None else None for v in values]  # ``nn.CrossEntropyLoss().cuda()``
     classes = {_last(v.func) if isinstance(v, cst.Call) else None for v in values}
     return classes.pop() if len(classes) == 1 else None
 
@@ -94,6 +95,7 @@ def _is_call_named(call: Optional[cst.Call], names) -> bool:
 
 
 def softmax_before_cross_entropy(ctx: Context) -> Iterable[Match]:
+    yield from _probabilities_handed_elsewhere(ctx)
     for site in ctx.sites.sites:
         kind = _loss_kind(ctx, site.call, site.function)
         if kind not in ("ce", "nll") or not site.call.args:
@@ -112,6 +114,44 @@ def softmax_before_cross_entropy(ctx: Context) -> Iterable[Match]:
             f"itself: the logits are squashed twice, gradients shrink as predictions sharpen and "
             f"training stalls at a worse loss; pass the raw logits (or log_softmax + NLLLoss)."
         ))
+
+
+def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
+    """A call of a function of another project module (``train(model, loader, ...)``) that hands
+    it a model whose output is probabilities, where that function passes the model's output to
+    cross-entropy. Reported at the call: the callee is right for callers that pass a model
+    returning logits, and its module alone cannot tell what its callers pass."""
+    project = ctx.model.project
+    if project is None:
+        return
+    for site in ctx.sites.sites:
+        name = dotted(site.call.func)
+        if not name or not site.call.args or ctx.sites.local_callee(site) is not None:
+            continue
+        callee = project.function(ctx.model, name)
+        if callee is None or callee.owner is None or callee.owner is ctx.model or callee.cls is not None:
+            continue
+        bound = _bind(None, callee, site.call, site.function, ctx.model, method=False)
+        if not bound:
+            continue
+        inside = Context(callee.owner, callee.owner.sites())
+        for loss in inside.sites.in_function(callee):
+            if _loss_kind(inside, loss.call, callee) != "ce" or not loss.call.args:
+                continue
+            logits = loss.call.args[0].value
+            if _output_of(callee.owner, logits, callee, _PROBABILITIES) is not None:
+                continue  # its own module reports it, whoever calls
+            what = _output_of(callee.owner, logits, callee, _PROBABILITIES, 0, bound)
+            if what is None:
+                continue
+            where = callee.owner.path.name if callee.owner.path is not None else "another module"
+            yield Match("TL801", site.call, lambda line_of, c=site.call, w=what, l=inside.label(loss.call), f=callee.name, p=where: (
+                f"{ctx.label(c)} hands {f}() a model whose output is {w}, and {f}() passes it to {l} ({p}), "
+                f"but cross-entropy applies log_softmax itself: the logits are squashed twice, gradients shrink "
+                f"as predictions sharpen and training stalls at a worse loss; have the model return raw logits "
+                f"(or use log_softmax + NLLLoss)."
+            ))
+            break
 
 
 # Ops (functions, tensor methods, module classes) whose output is probabilities, not logits.
@@ -188,12 +228,13 @@ def _bound_value(bound: Bindings, fn: Optional[Function], name: str):
 
 
 def _bind(bound: Bindings, forward: Function, call: Optional[cst.Call], caller_scope: Optional[Function],
-          caller: ModuleModel) -> Bindings:
-    """``bound`` plus what ``call`` passes to ``forward``'s parameters (after ``self``)."""
+          caller: ModuleModel, method: bool = True) -> Bindings:
+    """``bound`` plus what ``call`` passes to ``forward``'s parameters (after ``self`` for a
+    method)."""
     if call is None or any(a.star for a in call.args):
         return bound
     added = dict(bound or {})
-    for position, param in enumerate(forward.params[1:]):
+    for position, param in enumerate(forward.params[1:] if method else forward.params):
         value = arg(call, position, param)
         if value is not None:
             added[(id(forward), param)] = (value, caller_scope, caller)
@@ -263,14 +304,21 @@ def _passed(model: ModuleModel, fn: Function, param: str):
     here); a method's are its ``self.name(...)`` calls."""
     if fn.parent is not None or fn.default(param) is not None:
         return []
-    sites = model.sites().calls_of(fn)
-    mentions = _attribute_mentions(model)[fn.name] if fn.cls is not None else _name_mentions(model)[fn.name] - 1
-    if not sites or len(sites) != mentions:  # (less the def's own name)
-        return []
-    method = fn.cls is not None
-    if method and (_static(fn) or not all(isinstance(site.call.func, cst.Attribute) for site in sites)):
-        return []
-    position = fn.params.index(param) - (1 if method else 0)
+    if fn.cls is not None and fn.name == "__init__":
+        # a constructor's callers are the constructions of its class (``Runner(model, ...)``)
+        sites = [site for site in model.sites().sites if isinstance(site.call.func, cst.Name) and site.call.func.value == fn.cls]
+        if not sites or len(sites) != _name_mentions(model)[fn.cls] - 1:  # (less the class statement's name)
+            return []
+        position = fn.params.index(param) - 1
+    else:
+        sites = model.sites().calls_of(fn)
+        mentions = _attribute_mentions(model)[fn.name] if fn.cls is not None else _name_mentions(model)[fn.name] - 1
+        if not sites or len(sites) != mentions:  # (less the def's own name)
+            return []
+        method = fn.cls is not None
+        if method and (_static(fn) or not all(isinstance(site.call.func, cst.Attribute) for site in sites)):
+            return []
+        position = fn.params.index(param) - (1 if method else 0)
     passed = []
     for site in sites:
         value = arg(site.call, position, param)
@@ -536,6 +584,12 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             for ret in builder.returns
         ])
     built = [o for o in model.objects.eval(value, scope) if o.cls is not None and not o.unknown]
+    init = model.method_of_class(dotted(value.func) or "", "__init__")
+    if init is not None:
+        # what the construction passes its ``__init__`` (``Seq2Seq(encoder, decoder)``): the
+        # forward's ``self.decoder = decoder`` reads it, also where the objects layer does not
+        # follow the class (a module of the project that builds no training object)
+        bound = _bind(bound, init, value, scope, model)
     return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller, element,
                            built[0] if len(built) == 1 else None)
 
@@ -774,6 +828,9 @@ def _lower_triangle(expr: cst.BaseExpression) -> bool:
     diagonal = _diagonal(call)
     return diagonal is None or (literal_number(diagonal) is not None and literal_number(diagonal) >= 0)
 
+
+# Checks run also where the rule's trigger text is absent, if the file calls into its project.
+THROUGH_PROJECT = {"TL801": _probabilities_handed_elsewhere}
 
 RULES = {
     "TL801": softmax_before_cross_entropy,
