@@ -345,11 +345,31 @@ class Project:
         return False
 
     def _calls_into(self, source: str, path: Optional[Path], alias: str) -> bool:
-        """Does ``source`` call a function of the module at ``path`` (``alias.f(...)``) that may train?"""
-        if path is None or not _has_event_text(path):
+        """Does ``source`` call a function of the module at ``path`` (``alias.f(...)``) that may
+        train? A function the module imports from another one (``from .impl import fit``) is read
+        where it is defined."""
+        if path is None:
             return False
         called = re.findall(rf"(?<![\w.]){re.escape(alias)}\.(\w+)[ \t]*\(", source)
-        return any(_definition_may_train(path, name) for name in set(called))
+        for name in set(called):
+            where = self._defined_in(path, name)
+            if where is not None and _has_event_text(where[0]) and _definition_may_train(*where):
+                return True
+        return False
+
+    def _defined_in(self, path: Path, name: str) -> Optional[Tuple[Path, str]]:
+        """The module that defines ``name`` as the module at ``path`` sees it, and its name there,
+        through re-exports (``from .impl import fit``)."""
+        for _ in range(_REEXPORT_HOPS):
+            if name in _definition_blocks(path) or not _may_reexport(path, name):
+                return path, name
+            other = _load(path)
+            imported = _reexported(other, name) if other is not None else None
+            found = self._find(imported[0], other) if imported is not None else None
+            if found is None:
+                return path, name
+            path, name = found, imported[1]
+        return None
 
     def _find(self, name: str, importer: Optional[ModuleModel]) -> Optional[Path]:
         level = len(name) - len(name.lstrip("."))

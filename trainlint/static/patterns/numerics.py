@@ -135,13 +135,13 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
         if not bound:
             continue
         inside = Context(callee.owner, callee.owner.sites())
-        for loss in inside.sites.in_function(callee):
-            if _loss_kind(inside, loss.call, callee) != "ce" or not loss.call.args:
+        for loss in (s for fn in _with_local_callees(inside, callee) for s in inside.sites.in_function(fn)):
+            if _loss_kind(inside, loss.call, loss.function) != "ce" or not loss.call.args:
                 continue
             logits = loss.call.args[0].value
-            if _output_of(callee.owner, logits, callee, _PROBABILITIES) is not None:
+            if _output_of(callee.owner, logits, loss.function, _PROBABILITIES) is not None:
                 continue  # its own module reports it, whoever calls
-            what = _output_of(callee.owner, logits, callee, _PROBABILITIES, 0, bound)
+            what = _output_of(callee.owner, logits, loss.function, _PROBABILITIES, 0, bound)
             if what is None:
                 continue
             where = callee.owner.path.name if callee.owner.path is not None else "another module"
@@ -827,6 +827,17 @@ def _lower_triangle(expr: cst.BaseExpression) -> bool:
         return False
     diagonal = _diagonal(call)
     return diagonal is None or (literal_number(diagonal) is not None and literal_number(diagonal) >= 0)
+
+
+def _with_local_callees(ctx: Context, fn: Function, depth: int = 2) -> List[Function]:
+    """``fn`` and the functions of its module it calls, ``depth`` calls deep (a training routine
+    whose loop body is a helper)."""
+    found, level = [fn], [fn]
+    for _ in range(depth):
+        level = [inner for current in level for inner in (ctx.sites.local_callee(site) for site in ctx.sites.in_function(current))
+                 if inner is not None and inner not in found]
+        found += list(dict.fromkeys(level))
+    return found
 
 
 # Checks run also where the rule's trigger text is absent, if the file calls into its project.
