@@ -129,14 +129,11 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # DECORATOR_ELSEWHERE (2)
     ("TL303/good_save_under_own_main_process_decorator.py", "reexport_through_package"): _DECORATOR_ELSEWHERE,
     ("TL303/good_save_under_own_main_process_decorator.py", "split_helpers_module"): _DECORATOR_ELSEWHERE,
-    # REEXPORT (3)
-    ("projects/layer_wrapper_softmax_bad", "reexport_through_package"): _REEXPORT,
-    ("projects/layer_wrapper_softmax_bad", "split_helpers_module"): _REEXPORT,
+    # REEXPORT (1)
     ("projects/trainer_class_module_bad", "reexport_through_package"): _REEXPORT,
-    # WRAP_SELF (3)
+    # WRAP_SELF (2)
     ("TL201/bad_hooked_transformer_loss.py", "wrap_in_class"): _WRAP_SELF,
     ("TL801/bad_sequential_built_by_helper.py", "wrap_in_class"): _WRAP_SELF,
-    ("projects/layer_wrapper_softmax_bad", "wrap_in_class"): _WRAP_SELF,
     # ALIAS (2)
     ("TL201/bad_hooked_transformer_loss.py", "inline_helper"): _ALIAS,
     ("TL801/bad_sequential_built_by_helper.py", "inline_helper"): _ALIAS,
