@@ -230,6 +230,12 @@ class Project:
         text, without parsing it."""
         return self.may_mention(model, name, "requires_grad")
 
+    def defined_where_text_matches(self, model: ModuleModel, name: str, text: "re.Pattern[str]") -> bool:
+        """Does the module defining what ``name`` refers to (through re-exports) have ``text``? A
+        cheap, cached test from its text, before it is parsed."""
+        path = self._path_of(model, name)
+        return path is not None and _text_matches(path, text)
+
     def may_mention(self, model: ModuleModel, name: str, word: str) -> bool:
         """Does the module defining the project function ``name`` refers to contain ``word``? A
         cheap test from its text, before parsing it."""

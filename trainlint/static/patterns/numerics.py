@@ -1,6 +1,7 @@
 """Losses on probabilities and attention arguments: TL801, TL802, TL803, TL804, TL805."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -126,7 +127,8 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
         return
     for site in ctx.sites.sites:
         name = dotted(site.call.func)
-        if not name or not site.call.args or ctx.sites.local_callee(site) is not None:
+        if not name or not site.call.args or name.split(".", 1)[0] not in ctx.model.imports.names \
+                or ctx.sites.local_callee(site) is not None or not project.defined_where_text_matches(ctx.model, name, _CROSS_ENTROPY_TEXT):
             continue
         callee = project.function(ctx.model, name)
         if callee is None or callee.owner is None or callee.owner is ctx.model or callee.cls is not None:
@@ -827,6 +829,9 @@ def _lower_triangle(expr: cst.BaseExpression) -> bool:
         return False
     diagonal = _diagonal(call)
     return diagonal is None or (literal_number(diagonal) is not None and literal_number(diagonal) >= 0)
+
+
+_CROSS_ENTROPY_TEXT = re.compile(r"cross_entropy|CrossEntropyLoss")
 
 
 def _with_local_callees(ctx: Context, fn: Function, depth: int = 2) -> List[Function]:
