@@ -52,8 +52,9 @@ def _falsy(value) -> bool:
 
 
 def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
-    """"ddp", "dp" or "compile" for a model path that is wrapped wherever ``save`` runs: a wrap
-    under a condition (``if args.distributed:``) counts only for saves under the same condition."""
+    """"ddp", "dp" or "compile" for a model path that is wrapped on a path to ``save``: a wrap
+    under a condition (``if args.distributed:``) counts for a save that may run under it, not for
+    one whose own conditions exclude it (``else:``, ``if not args.distributed:``)."""
     if not path:
         return None
     wraps = _wraps(ctx)
@@ -71,12 +72,19 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
         if kind is None:
             continue
         site = wraps.get(id(value))
-        if site is not None and save is not None and site.tests:
-            held = {ctx.code(t) for t in save.tests}
-            if not all(ctx.code(t) in held for t in site.tests):
-                continue  # wrapped on some paths only: not proven where this save runs
+        if site is not None and save is not None and site.tests and _contradicts(ctx, save.tests, site.tests):
+            continue  # the save runs only where the model was not wrapped (the else of ``if distributed:``)
         return kind
     return None
+
+
+def _contradicts(ctx: Context, tests, others) -> bool:
+    """Does one of ``tests`` deny one of ``others`` (``not x`` against ``x``, either way round)?"""
+    def plain(test):
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        return (ctx.code(test.expression) if negated else ctx.code(test)), negated
+    mine = {plain(t) for t in tests}
+    return any((code, not negated) in mine for code, negated in (plain(t) for t in others))
 
 
 def _wraps(ctx: Context):
@@ -243,7 +251,7 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
             if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict"):
                 continue
             owner = dotted(node.func.value)
-            if owner and any(s.receiver == owner for s in ctx.sites.named("load_state_dict")):
+            if owner and _loaded_through_the_wrapper(ctx, owner):
                 continue  # saved and loaded through the same wrapper: the keys round-trip
             wrapper = _wrapper_of(ctx, owner, site)
             if wrapper in ("ddp", "dp", "compile"):
@@ -255,6 +263,23 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
                     f"strict=False, silently loads nothing); save {f} instead."
                 ))
                 break
+
+
+def _loaded_through_the_wrapper(ctx: Context, owner: str) -> bool:
+    """Is a state dict loaded into ``owner`` once it is wrapped? A load earlier in the function
+    that wraps it (``model.load_state_dict(...)`` to restart, then ``model = DDP(model)``) goes
+    into the plain model, which the wrapper's ``module.`` keys do not fit."""
+    order = ctx.sites.statement_order
+    wraps = [site for site in _wraps(ctx).values() if isinstance(site.statement, cst.SimpleStatementLine)
+             and any(isinstance(small, cst.Assign) and any(dotted(t.target) == owner for t in small.targets)
+                     for small in site.statement.body)]
+    for load in ctx.sites.named("load_state_dict"):
+        if load.receiver != owner:
+            continue
+        if any(w.function is load.function and order.get(id(load.statement), -1) < order.get(id(w.statement), -1) for w in wraps):
+            continue  # into the model before it was wrapped
+        return True
+    return False
 
 
 def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
