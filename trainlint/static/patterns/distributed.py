@@ -74,6 +74,8 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
         site = wraps.get(id(value))
         if site is not None and save is not None and site.tests and _contradicts(ctx, save.tests, site.tests):
             continue  # the save runs only where the model was not wrapped (the else of ``if distributed:``)
+        if site is not None and site.tests and _never_taken(ctx, site):
+            continue  # ``if distributed:`` where every call passes distributed=False
         return kind
     return None
 
