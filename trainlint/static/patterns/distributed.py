@@ -273,8 +273,7 @@ def _loaded_through_the_wrapper(ctx: Context, owner: str) -> bool:
     into the plain model, which the wrapper's ``module.`` keys do not fit."""
     order = ctx.sites.statement_order
     wraps = [site for site in _wraps(ctx).values() if isinstance(site.statement, cst.SimpleStatementLine)
-             and any(isinstance(small, cst.Assign) and any(dotted(t.target) == owner for t in small.targets)
-                     for small in site.statement.body)]
+             and any(owner in _assigned_paths(small) for small in site.statement.body)]
     for load in ctx.sites.named("load_state_dict"):
         if load.receiver != owner:
             continue
@@ -282,6 +281,15 @@ def _loaded_through_the_wrapper(ctx: Context, owner: str) -> bool:
             continue  # into the model before it was wrapped
         return True
     return False
+
+
+def _assigned_paths(small: cst.BaseSmallStatement) -> Set[str]:
+    """The paths a statement assigns (``model = DDP(model)``, ``model: nn.Module = DDP(model)``)."""
+    if isinstance(small, cst.Assign):
+        return {p for t in small.targets for p in [dotted(t.target)] if p}
+    if isinstance(small, cst.AnnAssign) and small.value is not None:
+        return {p for p in [dotted(small.target)] if p}
+    return set()
 
 
 def distributed_without_sampler(ctx: Context) -> Iterable[Match]:
