@@ -523,7 +523,14 @@ def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops
     """Where no assignment in reach says what ``path`` holds (a method's parameter, given by
     callers in the project): the objects that can reach it, when all are instances of one project
     class, return what that class's forward does."""
-    objects = model.objects.eval(cst.parse_expression(path), fn)
+    return _instances_forward_output(model.objects.eval(cst.parse_expression(path), fn), model, fn, ops, depth,
+                                     bound, call, element)
+
+
+def _instances_forward_output(objects, model: ModuleModel, fn: Optional[Function], ops, depth: int,
+                              bound: Bindings, call: Optional[cst.Call], element: Optional[int]) -> Optional[str]:
+    """What calling these objects returns, when all are instances of project classes whose
+    forwards agree; None if any is something else or unknown."""
     if not objects or any(o.cls is None or o.unknown for o in objects):
         return None
     results = []
@@ -637,16 +644,7 @@ def _attribute_of_instance(model: ModuleModel, path: str, fn: Optional[Function]
     held = bound.get((id(fn), _INSTANCE)) if bound and fn is not None else None
     if held is None or not path.startswith("self.") or "." in path[5:]:
         return None
-    objects = held[0].fields.get(path[5:], ())
-    if not objects or any(o.cls is None or o.unknown for o in objects):
-        return None
-    results = []
-    for obj in objects:
-        owner = obj.class_module()
-        if owner is None:
-            return None
-        results.append(_forward_output(owner, obj.cls, obj.cls, ops, depth + 1, bound, call, fn, model, element, obj))
-    return _agreed(results)
+    return _instances_forward_output(held[0].fields.get(path[5:], ()), model, fn, ops, depth, bound, call, element)
 
 
 def _agreed(results: Sequence[Optional[str]]) -> Optional[str]:
