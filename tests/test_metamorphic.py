@@ -86,10 +86,6 @@ _NAME_LR = (
     'engine: the base learning rate is recognised by its name `base_lr` (patterns/optimizers._LR_NAME); '
     'renamed, TL603 is lost'
 )
-_REEXPORT = (
-    'engine: Project.function follows `from m import f` only to a def in m itself; f re-exported (package'
-    ' __init__ `from .impl import *`/by name, or m re-importing it from helpers.py) is not followed'
-)
 _TQDM_VALUE = (
     'engine: iterating tqdm(tensor) loses what the tensor holds (softmax output), so TL801 misses the '
     'double softmax'
@@ -129,8 +125,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # DECORATOR_ELSEWHERE (2)
     ("TL303/good_save_under_own_main_process_decorator.py", "reexport_through_package"): _DECORATOR_ELSEWHERE,
     ("TL303/good_save_under_own_main_process_decorator.py", "split_helpers_module"): _DECORATOR_ELSEWHERE,
-    # REEXPORT (1)
-    ("projects/trainer_class_module_bad", "reexport_through_package"): _REEXPORT,
     # WRAP_SELF (2)
     ("TL201/bad_hooked_transformer_loss.py", "wrap_in_class"): _WRAP_SELF,
     ("TL801/bad_sequential_built_by_helper.py", "wrap_in_class"): _WRAP_SELF,

@@ -529,7 +529,7 @@ def _text_matches(path: Path, text: "re.Pattern[str]") -> bool:
 
 
 # How many re-exports (``from .module import X`` in a package's __init__) a class is followed through.
-_REEXPORT_HOPS = 3
+_REEXPORT_HOPS = 4  # a package __init__ that re-exports a module that re-exports a star import, and one more
 _IMPORT_LINE = re.compile(
     r"^[ \t]*(?:from[ \t]+(?P<module>\.*[\w.]*)[ \t]+import[ \t]+(?:\((?P<names>[^)]*)\)|(?P<inline>[\w, \t*]*))"
     r"|import[ \t]+(?P<plain>[\w.]+)(?:[ \t]+as[ \t]+(?P<alias>\w+))?)",
