@@ -262,8 +262,8 @@ def _final_value(fn: Function, name: str) -> Optional[cst.BaseExpression]:
         return None
     for assign in reversed(top_level):
         if not _same_name(assign.value, name):
-            if _allocation(assign.value) and any(isinstance(target, cst.Subscript) and dotted(target.value) == name
-                                                 for target, _ in fn.assigns):
+            if fn.owner is not None and _allocation(fn.owner, assign.value) and any(
+                    isinstance(target, cst.Subscript) and dotted(target.value) == name for target, _ in fn.assigns):
                 return None  # a buffer filled entry by entry: what is stored in it (see _assigned_in)
             return assign.value
     return cst.Name(name)  # only reshaped: what it held on entry
@@ -387,7 +387,7 @@ def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: s
         return None
     if loops and path != root:
         return []
-    if filled and values and all(_allocation(value) for value, _ in values):
+    if filled and values and all(_allocation(model, value) for value, _ in values):
         values = filled  # the allocation holds nothing yet: its entries are what is stored in it
     return values + [(loop.iter, scope) for loop in loops]
 
@@ -427,16 +427,22 @@ def _blocks(node: cst.CSTNode) -> Iterable[Sequence[cst.CSTNode]]:
             yield inner.body
 
 
-_ALLOCATIONS = frozenset({"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like",
-                          "new_zeros", "new_empty", "new_ones", "new_full"})
+_ALLOCATIONS = frozenset({"zeros", "empty", "ones", "full", "zeros_like", "empty_like", "ones_like", "full_like"})
+_NEW_TENSOR_METHODS = frozenset({"new_zeros", "new_empty", "new_ones", "new_full"})
 
 
-def _allocation(value: cst.BaseExpression) -> bool:
-    """A tensor allocated to be filled (``torch.zeros(n, b, v)``, ``Variable(torch.zeros(...)).cuda()``)."""
+def _allocation(model: ModuleModel, value: cst.BaseExpression) -> bool:
+    """A tensor allocated to be filled: ``torch.zeros(n, b, v)`` (torch's, as the imports say),
+    ``Variable(torch.zeros(...)).cuda()``, ``x.new_zeros(...)``."""
     value = _unmoved(value)
-    if isinstance(value, cst.Call) and _last(value.func) == "Variable" and value.args:
+    if isinstance(value, cst.Call) and model.imports.qualify(value.func) == "torch.autograd.Variable" and value.args:
         value = _unmoved(value.args[0].value)
-    return isinstance(value, cst.Call) and _last(value.func) in _ALLOCATIONS
+    if not isinstance(value, cst.Call):
+        return False
+    qualified = model.imports.qualify(value.func)
+    if qualified:
+        return qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in _ALLOCATIONS
+    return isinstance(value.func, cst.Attribute) and value.func.attr.value in _NEW_TENSOR_METHODS
 
 
 def _element_of(value: cst.BaseExpression, index: int) -> cst.BaseExpression:
