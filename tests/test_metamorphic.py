@@ -82,10 +82,6 @@ _EXTRACT_SCALER_LOOP = (
     'scaler.step() is lexically in the loop; via a helper, two scaler.step() without update() are '
     'reported (TL402)'
 )
-_NAME_LR = (
-    'engine: the base learning rate is recognised by its name `base_lr` (patterns/optimizers._LR_NAME); '
-    'renamed, TL603 is lost'
-)
 _TQDM_VALUE = (
     'engine: iterating tqdm(tensor) loses what the tensor holds (softmax output), so TL801 misses the '
     'double softmax'
@@ -150,8 +146,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL105/bad_partial_update.py", "extract_loop_body"): _EXTRACT_PARTIAL,
     # EXTRACT_SCALER_LOOP (1)
     ("TL105/good_zero_grad_each_optimizer_in_loop.py", "extract_loop_body"): _EXTRACT_SCALER_LOOP,
-    # NAME_LR (1)
-    ("TL603/bad_constant_lr_factor.py", "rename"): _NAME_LR,
     # TQDM_VALUE (1)
     ("TL801/bad_softmax_in_loss_module.py", "wrap_in_tqdm"): _TQDM_VALUE,
 }

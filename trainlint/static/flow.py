@@ -41,7 +41,6 @@ MAX_CALL_DEPTH = CALL_DEPTH
 # Objects whose methods are events: handed to another module's function, they make it worth
 # following even when its own summary (made without them) has none.
 _HANDED_ROLES = frozenset({OPTIMIZER, SCHEDULER, SCALER, LOADER, SAMPLER})
-_BOUNDARY_NAME = re.compile(r"accum|sync_gradients|gradient_accumulation", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -115,8 +114,8 @@ _EVENT_NAMES = frozenset({
     "train", "eval", "no_sync", "accumulate", "set_requires_gradient_sync", "zero_",
 })
 
-_BACKWARD_NAME = re.compile(r"^(?!make_|build_|create_|get_|register_).*(backward|fwd_?bwd)", re.IGNORECASE)
-_DATA_NAME = re.compile(r"loader|batch|data|iter|train_ds|dataset", re.IGNORECASE)
+_COUNTERS = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "itertools.count"})
+_PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 _JUMP_TYPES = frozenset((cst.Return, cst.Raise, cst.Break, cst.Continue))
 _GRAD_EDIT_TYPES = frozenset((cst.Assign, cst.AugAssign, cst.Expr))  # statements that may set .grad
 
@@ -175,7 +174,8 @@ class Interpreter:
                             if described.method(role.kind, "__call__") is not None}
         # Aliases such as ``from torch.nn.utils import clip_grad_norm_ as clip`` are events too.
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
-        self._event_names = _EVENT_NAMES | wrapped | callable_objects | aliases
+        # Methods the library descriptions give effects (DeepSpeed's ``engine.backward``).
+        self._event_names = _EVENT_NAMES | wrapped | callable_objects | aliases | {name for _, name in described.methods}
         self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary)
         # Facts of the module alone, whoever calls it: computed once per module, not per checked file.
         self._partial_clears = model.memo("partial_clears", lambda: _partial_clears(model))
@@ -193,7 +193,7 @@ class Interpreter:
         self.__dict__.clear()
 
     def _is_event_name(self, name: str) -> bool:
-        return name in self._event_names or _BACKWARD_NAME.search(name) is not None or name.endswith("zero_grad")
+        return name in self._event_names
 
     def _may_event(self, call: cst.Call, fn: Optional[Function], relevance: bool = False) -> bool:
         """Could this call be an event, in some calling context? Names shared with ordinary
@@ -724,10 +724,19 @@ class Interpreter:
         for node in walk(test):
             if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
                 return " ".join(self.model.module.code_for_node(node.right).split())
+        described = library.current().boundaries
         for node in walk(test):
-            path = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-            if path and _BOUNDARY_NAME.search(path):
-                return path if "accum" in path.lower() else "the accumulation steps"
+            if isinstance(node, cst.Attribute) and described:
+                receiver = frame.resolve(node.value) if frame is not None else dotted(node.value)
+                role = self.extractor.role(receiver, frame=frame) if receiver else None
+                if role is not None and (role.kind, node.attr.value) in described:
+                    return "the accumulation steps"
+        if isinstance(test, cst.Attribute) and depth < 2:
+            # ``if self.at_boundary:`` set from ``(i + 1) % k == 0`` in another method
+            for value in self.model.values_assigned(dotted(test) or ""):
+                k = self._boundary(value, frame, depth + 1)
+                if k is not None:
+                    return k
         return None
 
     def _boundary_after(self, stmt: cst.CSTNode) -> Optional[str]:
@@ -937,15 +946,25 @@ class Interpreter:
         return frozenset(found)
 
     def _over_batches(self, iterable: cst.BaseExpression, frame: Frame) -> bool:
-        """Does the loop iterate data (a loader, batches) rather than count epochs?"""
-        for node in walk(iterable):
-            path = frame.resolve(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-            if path is None:
-                continue
-            role = self.extractor.role(path)
-            if (role is not None and role.kind == "loader") or _DATA_NAME.search(path.rsplit(".", 1)[-1]):
-                return True
-        return False
+        """Does the loop iterate data (a loader, batches) rather than count epochs? Counting is
+        ``range``/``trange``/``itertools.count``, also inside ``enumerate``/``tqdm``; anything else
+        it iterates is data, whatever it is called."""
+        inner = iterable
+        while isinstance(inner, cst.Call) and inner.args and self._passes_through(inner.func):
+            inner = inner.args[0].value
+        if not isinstance(inner, cst.Call):
+            return True
+        qualified = self.model.imports.qualify(inner.func)
+        if qualified is None and isinstance(inner.func, cst.Name) and inner.func.value == "range":
+            return False  # the builtin, not shadowed by an import
+        return qualified not in _COUNTERS
+
+    def _passes_through(self, func: cst.BaseExpression) -> bool:
+        """``enumerate(x)``, ``tqdm(x)``: iterates what its first argument iterates."""
+        qualified = self.model.imports.qualify(func)
+        if qualified is None and isinstance(func, cst.Name):
+            return func.value == "enumerate"
+        return qualified in _PROGRESS_BARS
 
     def _built_in(self, loop) -> FrozenSet[str]:
         """Paths assigned a freshly constructed optimizer inside the loop body."""

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Tuple
 
 try:  # Python 3.11+
     import tomllib
@@ -35,7 +35,8 @@ _EVENTS = {kind.value: kind for kind in (
 )}
 
 
-_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses", "answers", "one_rank", "loader_passes")
+_TABLES = ("objects", "methods", "functions", "returns", "loops", "losses", "answers", "one_rank", "loader_passes",
+           "boundaries")
 
 
 class LibraryError(ValueError):
@@ -165,6 +166,9 @@ class Library:
     # tried at every character of every file.
     mentioned_words: Tuple[str, ...] = ()
     mentions: Optional["re.Pattern[str]"] = None
+    # (role, attribute): flags true exactly where an accumulation window ends (Accelerate's
+    # ``accelerator.sync_gradients``)
+    boundaries: Set[Tuple[str, str]] = field(default_factory=set)
     # (qualified, name) -> answer: every call of every file asks, and the answer never changes
     _constructed: Dict[Tuple[Optional[str], str], Optional[Constructed]] = field(default_factory=dict, repr=False, compare=False)
     _functions: Dict[Tuple[Optional[str], str], Optional[Tuple[Effect, ...]]] = field(default_factory=dict, repr=False, compare=False)
@@ -367,6 +371,8 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
                 library.one_rank.insert(0, _names(source, entry))
             for name in entry.get("names", []):
                 library.one_rank_methods[name] = _role(source, entry["role"]) if "role" in entry else None
+        library.boundaries.update((_role(source, entry.get("role")), name) for entry in table.get("boundaries", [])
+                                  for name in entry.get("attributes", []))
         library.loader_passes[:0] = [passes for entry in table.get("loader_passes", [])
                                      for passes in _loader_passes(source, entry)]
     library.digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -165,8 +165,8 @@ class SiteIndex:
     def is_step_itself(self, site: CallSite) -> bool:
         """The call is a backward or an optimizer's (or loss scaler's) step, not a call that may
         lead to one."""
-        if site.name in ("backward", "manual_backward") or "backward" in site.name:
-            return True
+        if site.name in ("backward", "manual_backward"):
+            return True  # Tensor.backward, torch.autograd.backward, the libraries' (accelerator, engine, Lightning)
         if site.name == "step":
             role = self.model.roles.get(site.receiver)
             return role is not None and role.kind in ("optimizer", "scaler")

@@ -17,7 +17,6 @@ from ..walk import children, walk
 from . import Context, Match
 from .optimizers import optimizer_calls
 
-_LAST_BATCH = re.compile(r"len\(|last|final|end|num_|total|steps_per_epoch|max_", re.IGNORECASE)
 _NO_GRAD = ("no_grad", "inference_mode", "set_grad_enabled")
 
 
@@ -29,7 +28,7 @@ def accumulation_remainder_dropped(ctx: Context) -> Iterable[Match]:
         for stmt, helper, call in _pass_statements(ctx, loop):
             if not isinstance(stmt, cst.If) or not _modulo(stmt.test):
                 continue
-            if _LAST_BATCH.search(ctx.code(stmt.test)) or not _steps(ctx, stmt.body):
+            if _another_way_in(stmt.test) or not _steps(ctx, stmt.body):
                 continue
             if _backpropagates(stmt.body):
                 continue  # ``if i % n_critic == 0:`` zero_grad, backward, step of its own: nothing accumulates
@@ -197,6 +196,13 @@ def _iterates_loader(ctx: Context, iterable: cst.BaseExpression) -> bool:
 
 
 _ITERATION_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "iter"})
+
+
+def _another_way_in(test: cst.BaseExpression) -> bool:
+    """``if (i + 1) % k == 0 or i == len(loader) - 1:``: a disjunct besides the boundary's
+    modulo also opens the step (the last batch, a flag): the tail is stepped, or the step is not
+    the accumulation's alone. Judged by the test's form, whatever its names are."""
+    return any(isinstance(n, cst.BooleanOperation) and isinstance(n.operator, cst.Or) for n in walk(test))
 
 
 def _modulo(test: cst.BaseExpression) -> bool:
@@ -415,11 +421,6 @@ def _given(call, callee: Function):
     return literal_arguments(call.call, callee, callee.cls is not None and isinstance(call.call.func, cst.Attribute))
 
 
-def _steps_an_optimizer(ctx: Context, site) -> bool:
-    role = ctx.model.roles.get(site.receiver) if site.name == "step" else None
-    return role is not None and role.kind in ("optimizer", "scaler")
-
-
 def _may_compute_gradients(ctx: Context, fn: Function, given, depth: int = 0) -> bool:
     """Can a call of ``fn`` with these arguments run a backward or ``autograd.grad`` (itself or
     in a function of this module it calls)? Then its forwards need their graphs (a saliency map,
@@ -429,7 +430,7 @@ def _may_compute_gradients(ctx: Context, fn: Function, given, depth: int = 0) ->
         if any(_test_value(t, given) is False for t in site.tests):
             continue
         name = dotted(site.call.func) or ""
-        if "backward" in site.name or name.endswith("autograd.grad") or _steps_an_optimizer(ctx, site):
+        if ctx.sites.is_step_itself(site) or name.endswith("autograd.grad"):
             return True
         callee = ctx.sites.local_callee(site) if depth < 3 else None
         if callee is not None and callee is not fn and _may_compute_gradients(ctx, callee, {}, depth + 1):

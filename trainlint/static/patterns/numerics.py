@@ -20,6 +20,11 @@ _NLL_FUNCTIONS = {"nll_loss"}
 _NLL_MODULES = {"NLLLoss"}
 _BCE_FUNCTIONS = {"binary_cross_entropy"}
 _BCE_MODULES = {"BCELoss"}
+_BCE_LOGITS_FUNCTIONS = {"binary_cross_entropy_with_logits"}
+_BCE_LOGITS_MODULES = {"BCEWithLogitsLoss"}
+_SIGMOIDS = frozenset({"sigmoid", "Sigmoid"})
+_LOSS_KINDS = (("ce", _CE_FUNCTIONS, _CE_MODULES), ("nll", _NLL_FUNCTIONS, _NLL_MODULES),
+               ("bce", _BCE_FUNCTIONS, _BCE_MODULES), ("bce_logits", _BCE_LOGITS_FUNCTIONS, _BCE_LOGITS_MODULES))
 
 
 def _last(node: cst.BaseExpression) -> str:
@@ -29,20 +34,32 @@ def _last(node: cst.BaseExpression) -> str:
     return (dotted(node) or "").rsplit(".", 1)[-1]
 
 
+def _torch_api(model: ModuleModel, func: cst.BaseExpression) -> Optional[str]:
+    """The torch function, class or Tensor method a call's ``func`` is, by what it refers to:
+    through the imports (``F.softmax``, ``nn.CrossEntropyLoss``, ``torch.sigmoid``), or a method
+    called on a tensor (``logits.softmax(1)``). None for what the project defines (a local ``def
+    softmax``, ``self.criterion``) or another library's, whatever it is called."""
+    qualified = model.imports.qualify(func)
+    if qualified is not None:
+        return qualified.rsplit(".", 1)[-1] if qualified.split(".", 1)[0] == "torch" else None
+    if isinstance(func, cst.Attribute) and (dotted(func.value) or "").split(".", 1)[0] not in ("self", "cls"):
+        return func.attr.value
+    return None
+
+
 def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function]) -> Optional[str]:
-    """"ce", "nll" or "bce" for a call of such a loss function or loss module."""
+    """"ce", "nll", "bce" or "bce_logits" for a call of such a loss function or loss module (or of
+    an attribute holding the function: ``self.loss_func = F.binary_cross_entropy_with_logits``)."""
     func = _called_object(call.func)
-    name = _last(func)
+    name = _torch_api(ctx.model, func)
     role = ctx.model.roles.get(dotted(func))
     module_class = None
     if role is None or role.kind == LOSS_FN:
         module_class = _loss_class(ctx, dotted(func), fn)
-    if name in _CE_FUNCTIONS or module_class in _CE_MODULES:
-        return "ce"
-    if name in _NLL_FUNCTIONS or module_class in _NLL_MODULES:
-        return "nll"
-    if name in _BCE_FUNCTIONS or module_class in _BCE_MODULES:
-        return "bce"
+    for kind, functions, modules in _LOSS_KINDS:
+        # a module class, or the function an attribute holds (``self.loss_func = F.cross_entropy``)
+        if name in functions or module_class in modules or module_class in functions:
+            return kind
     return None
 
 
@@ -63,8 +80,15 @@ def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function]) -> Op
     else:
         values = _assigned_following_defaults(ctx.model, path, fn) if path else []
     values = [_unmoved(v) if v is not None else None for v in values]  # ``nn.CrossEntropyLoss().cuda()``
-    classes = {_last(v.func) if isinstance(v, cst.Call) else None for v in values}
+    classes = {_torch_api(ctx.model, v.func) if isinstance(v, cst.Call) else _function_held(ctx, v) for v in values}
     return classes.pop() if len(classes) == 1 else None
+
+
+def _function_held(ctx: Context, value: Optional[cst.BaseExpression]) -> Optional[str]:
+    """``F.binary_cross_entropy_with_logits`` stored as a value: the torch function it is, by the
+    imports (a project's own function of that name is not torch's)."""
+    qualified = ctx.qualify(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    return qualified.rsplit(".", 1)[-1] if qualified and qualified.startswith("torch.nn.functional.") else None
 
 
 def _assigned_following_defaults(model: ModuleModel, path: str, fn: Optional[Function]) -> List[Optional[cst.BaseExpression]]:
@@ -91,8 +115,8 @@ def _producer(ctx: Context, expr: cst.BaseExpression, fn: Optional[Function]) ->
     return None
 
 
-def _is_call_named(call: Optional[cst.Call], names) -> bool:
-    return call is not None and _last(call.func) in names
+def _is_call_named(model: ModuleModel, call: Optional[cst.Call], names) -> bool:
+    return call is not None and _torch_api(model, call.func) in names
 
 
 def softmax_before_cross_entropy(ctx: Context) -> Iterable[Match]:
@@ -191,7 +215,7 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Functi
     if not isinstance(expr, cst.Call):
         return None
     func = expr.func
-    name = _last(func)
+    name = _torch_api(model, func)
     if name in ops:
         return name
     if name == "exp" and "log_softmax" in ops:
@@ -551,7 +575,7 @@ def _instances_forward_output(objects, model: ModuleModel, fn: Optional[Function
 def _last_added(model: ModuleModel, value: cst.BaseExpression, path: str, scope: Optional[Function]) -> cst.BaseExpression:
     """``seq = nn.Sequential()`` filled by ``seq.add_module(name, layer)`` statements in the same
     body: the Sequential's output is its last added layer's. Anything else is itself."""
-    if not (isinstance(value, cst.Call) and _last(value.func) == "Sequential" and not value.args):
+    if not (isinstance(value, cst.Call) and _torch_api(model, value.func) == "Sequential" and not value.args):
         return value
     added = [
         small.value for stmt in (scope.body if scope is not None else model.module.body)
@@ -580,9 +604,10 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
     if depth > _MAX_DEPTH or not isinstance(value, cst.Call):
         return None
     cls = _last(value.func)
-    if cls in ops:
-        return cls
-    if cls == "Sequential":
+    api = _torch_api(model, value.func)
+    if api in ops:
+        return api
+    if api == "Sequential":
         layers = [a for a in value.args if a.keyword is None]
         if not layers or layers[-1].star:
             return None
@@ -661,28 +686,40 @@ def _agreed(results: Sequence[Optional[str]]) -> Optional[str]:
 def _is_log_of_softmax(ctx: Context, call: Optional[cst.Call], fn) -> bool:
     if call is None:
         return False
-    if _last(call.func) == "log" and isinstance(call.func, cst.Attribute):
+    if _torch_api(ctx.model, call.func) == "log":
         inner = call.args[0].value if call.args else call.func.value
-        return _is_call_named(_producer(ctx, inner, fn), ("softmax",))
+        return _is_call_named(ctx.model, _producer(ctx, inner, fn), ("softmax",))
     return False
 
 
 def sigmoid_before_bce(ctx: Context) -> Iterable[Match]:
     for site in ctx.sites.sites:
-        if _loss_kind(ctx, site.call, site.function) != "bce" or not site.call.args:
+        kind = _loss_kind(ctx, site.call, site.function)
+        scores = arg(site.call, 0, "input") if kind in ("bce", "bce_logits") else None
+        if scores is None:
             continue
-        produced = _producer(ctx, site.call.args[0].value, site.function)
-        if _is_call_named(produced, ("sigmoid", "Sigmoid")):
-            yield Match("TL802", site.call, lambda line_of, c=site.call: (
-                f"{ctx.label(c)} takes probabilities from a separate sigmoid: saturated logits "
-                f"round to 0 or 1 in float32 (and fp16), so the loss clamps and gradients vanish or "
-                f"blow up; use BCEWithLogitsLoss / binary_cross_entropy_with_logits on the logits."
+        if kind == "bce":
+            # A model that ends in nn.Sigmoid scored by BCELoss is DCGAN's classic setup: only a
+            # sigmoid taken apart from the model, right before the loss, is worth changing.
+            if _is_call_named(ctx.model, _producer(ctx, scores, site.function), _SIGMOIDS):
+                yield Match("TL802", site.call, lambda line_of, c=site.call: (
+                    f"{ctx.label(c)} takes probabilities from a separate sigmoid: saturated logits "
+                    f"round to 0 or 1 in float32 (and fp16), so the loss clamps and gradients vanish or "
+                    f"blow up; use BCEWithLogitsLoss / binary_cross_entropy_with_logits on the logits."
+                ))
+            continue
+        what = _output_of(ctx.model, scores, site.function, _SIGMOIDS)
+        if what is not None:
+            yield Match("TL802", site.call, lambda line_of, c=site.call, w=what: (
+                f"{ctx.label(c)} receives the output of {w}, but it applies the sigmoid itself: the "
+                f"scores are squashed twice, so its probabilities stay between 0.5 and 0.73, the loss "
+                f"can never reach its targets and training fits the wrong thing; pass the raw logits."
             ))
 
 
 def _sdpa_calls(ctx: Context):
     for site in ctx.sites.sites:
-        if _last(site.call.func) == "scaled_dot_product_attention":
+        if _torch_api(ctx.model, site.call.func) == "scaled_dot_product_attention":
             yield site
 
 

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional
+from typing import FrozenSet, Iterable, List, Optional
 
 import libcst as cst
 
 from ..calls import parameters_given, arg, kwarg, literal_bool, literal_number
 from ..module import block
 from ..names import dotted, plain_key
-from ..roles import params_owner
+from ..roles import OPTIMIZER, params_owner
 from . import Context, Match
 
 _DECOUPLED = {"AdamW", "SGD"}
@@ -357,10 +357,6 @@ def _zero_at(expr: cst.BaseExpression, param: str) -> bool:
 
 
 # --------------------------------------------------------------------------- TL603
-# A name that holds a learning rate, not a factor (``lr_factor``, ``lr_scale`` are factors).
-_LR_NAME = re.compile(r"^(?:lr|learning_rate|\w+_lr|\w+_learning_rate)$", re.IGNORECASE)
-
-
 def scheduler_factor_is_learning_rate(ctx: Context) -> Iterable[Match]:
     for site in ctx.sites.sites:
         last = (ctx.qualify(site.call.func) or dotted(site.call.func) or "").rsplit(".", 1)[-1]
@@ -371,11 +367,12 @@ def scheduler_factor_is_learning_rate(ctx: Context) -> Iterable[Match]:
             factors = [("start_factor", arg(site.call, 1, "start_factor")), ("end_factor", arg(site.call, 2, "end_factor"))]
         elif last in ("LambdaLR", "MultiplicativeLR"):
             factors = [("lr_lambda", returned) for returned in _lambda_returns(ctx, arg(site.call, 1, "lr_lambda"), site.function)]
+        built = _optimizer_built(ctx, site) if factors else None
+        rates = frozenset({_value_of(ctx, built[2], built[3])}) if built is not None and built[2] is not None else frozenset()
         for what, factor in factors:
-            rate = _learning_rate_in(factor) if factor is not None else None
+            rate = _learning_rate_in(ctx, factor, rates, site.function) if factor is not None else None
             if rate is None:
                 continue
-            built = _optimizer_built(ctx, site)
             yield Match("TL603", site.call, lambda line_of, c=site.call, k=last, w=what, r=ctx.code(rate), n=rate, o=built: (
                 f"{ctx.label(c)} takes a learning rate ({r}"
                 + (f", {line_of(n)}" if line_of(n) and line_of(n) != line_of(c) else "")
@@ -406,14 +403,19 @@ def _lr_squared_consequence(scheduler: str, what: str, rate: str) -> str:
 
 
 def _optimizer_built(ctx: Context, site) -> Optional[tuple]:
-    """(the call that built the scheduler's optimizer, the code of its lr or "") when the optimizer
-    is a name assigned once in the scheduler's function (or the module) from a torch.optim call."""
-    optimizer = dotted(arg(site.call, 0, "optimizer") or cst.Name("_"))
-    candidates = [s for s, _ in optimizer_calls(ctx) if s.function is site.function and _assigned_name(s) == optimizer]
-    if len(candidates) != 1:
+    """(the call that built the scheduler's optimizer, the code of its lr or "", the lr, the
+    function that built it) when the objects its optimizer argument can be are one optimizer built
+    in this module, wherever it was built (a builder function, another method)."""
+    given = arg(site.call, 0, "optimizer")
+    if given is None:
         return None
-    lr = arg(candidates[0].call, 1, "lr")
-    return candidates[0].call, ctx.code(lr) if lr is not None else ""
+    built = {id(o.node): o.node for o in ctx.model.objects.eval(given, site.function)
+             if o.role is not None and o.role.kind == OPTIMIZER and isinstance(o.node, cst.Call)}
+    where = ctx.sites.of_call(next(iter(built.values()))) if len(built) == 1 else None
+    if where is None:
+        return None  # not known, several, or built in another module
+    lr = arg(where.call, 1, "lr")
+    return where.call, ctx.code(lr) if lr is not None else "", lr, where.function
 
 
 def _lambda_returns(ctx: Context, fn: Optional[cst.BaseExpression], scope) -> List[cst.BaseExpression]:
@@ -426,18 +428,50 @@ def _lambda_returns(ctx: Context, fn: Optional[cst.BaseExpression], scope) -> Li
     return []
 
 
-def _learning_rate_in(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+def _learning_rate_in(ctx: Context, expr: cst.BaseExpression, rates: FrozenSet[str], scope) -> Optional[cst.BaseExpression]:
     """A learning rate the factor is made of: the expression itself, or a term of a product
-    (``args.lr * min(1, step / warmup)``), named like a learning rate; never a divisor, which
-    turns a rate into a factor (``schedule[step] / base_lr``)."""
+    (``args.lr * min(1, step / warmup)``), that is the value the scheduler's optimizer was given
+    as its lr (``rates``) or the lr the optimizer holds (``optimizer.param_groups[0]["lr"]``);
+    never a divisor, which turns a rate into a factor (``schedule[step] / base_lr``). What the
+    value is called says nothing: ``lr=1.0`` with ``lambda s: args.lr * warmup(s)`` is a factor."""
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
-        return _learning_rate_in(expr.left) or _learning_rate_in(expr.right)
+        return _learning_rate_in(ctx, expr.left, rates, scope) or _learning_rate_in(ctx, expr.right, rates, scope)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
-        return _learning_rate_in(expr.left) if _learning_rate_in(expr.right) is None else None
-    key = plain_key(expr.slice[0].slice.value) if (
-        isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)) else None
-    name = key if key is not None else (dotted(expr) or "").rsplit(".", 1)[-1]
-    return expr if name and _LR_NAME.match(name) else None
+        return _learning_rate_in(ctx, expr.left, rates, scope) if _learning_rate_in(ctx, expr.right, rates, scope) is None else None
+    if _reads_optimizer_rate(expr):
+        return expr
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return None  # a literal equal to the lr is a factor chosen by number
+    return expr if _value_of(ctx, expr, scope) in rates else None
+
+
+def _reads_optimizer_rate(expr: cst.BaseExpression) -> bool:
+    """``optimizer.param_groups[i]["lr"]``, ``optimizer.defaults["lr"]``: the rate an optimizer holds."""
+    if not (isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index)):
+        return False
+    if plain_key(expr.slice[0].slice.value) not in ("lr", "initial_lr"):
+        return False
+    holder = expr.value.value if isinstance(expr.value, cst.Subscript) else expr.value
+    return isinstance(holder, cst.Attribute) and holder.attr.value in ("param_groups", "defaults")
+
+
+def _value_of(ctx: Context, expr: cst.BaseExpression, scope) -> object:
+    """What ``expr`` holds, comparable across functions: a local name assigned once stands for its
+    value (``lr = args.lr`` then ``lr=lr``); an attribute chain is the objects its root can be with
+    the attributes read (``args.lr`` in a builder handed the caller's ``args`` is that ``args.lr``);
+    anything else is its code."""
+    if isinstance(expr, cst.Name) and scope is not None:
+        assigned = [value for target, value in scope.assigns if isinstance(target, cst.Name) and target.value == expr.value]
+        if len(assigned) == 1:
+            expr = assigned[0]
+    root, attributes = expr, []
+    while isinstance(root, cst.Attribute):
+        attributes.append(root.attr.value)
+        root = root.value
+    objects = ctx.model.objects.eval(root, scope) if isinstance(root, cst.Name) else None
+    if objects:
+        return frozenset(id(o) for o in objects), tuple(reversed(attributes))
+    return " ".join(ctx.code(expr).split())
 
 
 RULES = {
