@@ -22,6 +22,7 @@ from .cpython import cpython_tree
 from .module import ModuleModel
 from .patterns import Context, Match, registry, through_project_registry
 from .positions import Positions
+from .roles import SCALER
 from .project import Project, parsed_before, pinning, remember_checked, start_check
 from .sites import SiteIndex
 
@@ -386,12 +387,33 @@ def _call_into_other_module(violation: Violation, witness: Optional[Witness], mo
     module is that module's (the same finding as its own check gives): None."""
     if witness is None or violation.at.origin is None or all(ev.origin is not None for _, ev in violation.related):
         return None
-    entry = None
+    entry = caller = None
     for index, (fn, call) in enumerate(witness.reported_in):
         caller_here = index == 0 or witness.reported_in[index - 1][0].owner in (None, model)
         if call is not None and caller_here and fn.owner not in (None, model):
-            entry = call
+            entry, caller = call, witness.reported_in[index - 1][0] if index else None
+    needed = _FIXED_WITH.get(violation.rule)
+    if entry is not None and needed is not None and _hands(model, entry, caller, needed):
+        return None  # the helper is given what the fix needs: it is fixed there, where it is reported
     return entry
+
+
+# A violation whose fix needs an object (TL103: the GradScaler, to unscale_ before the clip) is
+# fixed in the helper when the call hands the helper that object (``updater.step(grad_scaler=
+# scaler)`` clipping inside), else by the caller before the call (``clip_gradients(model)``).
+_FIXED_WITH = {"TL103": SCALER}
+
+
+def _hands(model: ModuleModel, call: cst.Call, scope, kind: str) -> bool:
+    """Does ``call`` give its callee an object of this kind: as an argument, or held by the object
+    whose method it calls (``self.updater`` built with the scaler)?"""
+    given = [a.value for a in call.args] + ([call.func.value] if isinstance(call.func, cst.Attribute) else [])
+    for expr in given:
+        for obj in model.objects.eval(expr, scope):
+            if (obj.role is not None and obj.role.kind == kind) or any(
+                    held.role is not None and held.role.kind == kind for field in obj.fields.values() for held in field):
+                return True
+    return False
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -179,7 +179,7 @@ class Interpreter:
         self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary)
         # Facts of the module alone, whoever calls it: computed once per module, not per checked file.
         self._partial_clears = model.memo("partial_clears", lambda: _partial_clears(model))
-        self._flags = model.memo("literal_flags", lambda: _literal_flags(model))
+        self._flags, self._copied = model.memo("literal_flags", lambda: _literal_flags(model))
         self._eventful_ids: Optional[Set[int]] = None  # computed on first use (a child may only be asked for summaries)
 
         self._sync_managed = model.memo("manages_sync", lambda: _manages_sync(model))
@@ -483,9 +483,13 @@ class Interpreter:
                 return outcome
             flag = _flag_assigned(small) if isinstance(small, cst.Assign) else None
             if flag in self._flags:
-                # ``should_update = True``: the path knows the flag until it is assigned again.
+                # ``should_update = True``: the path knows the flag until it is assigned again;
+                # ``flag = other`` knows what the path knows of ``other``.
                 value = literal_bool(small.value)
-                states = [replace(s, assume=frozenset(a for a in s.assume if a[0] != flag) | {(flag, value)}) for s in states]
+                source = small.value.value if value is None and type(small.value) is cst.Name else None
+                states = [replace(s, assume=frozenset(a for a in s.assume if a[0] != flag) | (
+                    {(flag, value)} if value is not None else {(flag, known) for key, known in s.assume if key == source}))
+                    for s in states]
             rebound = self._rebound_module(small)
             if rebound is not None:
                 # ``model = Net()`` after ``model.eval()``: the name now holds another module,
@@ -590,7 +594,7 @@ class Interpreter:
         # is tested again by the next pass, and takes the same branch there.
         if _requires_grad_of(stmt.test) not in (None, *frame.loop_vars):
             self._grad_mode_tests.add(key)
-        remember = self._repeated_conditions().get(key, 0) > 1 or key in self._root._passed_conditions or (
+        remember = self._repeated_conditions().get(key, 0) > 1 or key in self._root._passed_conditions or key in self._copied or (
             frame.varying is not None and (not self._varies(key, frame.varying) or key in self._grad_mode_tests)
         )
         fires = id(stmt)
@@ -694,11 +698,20 @@ class Interpreter:
                 break
         if getattr(test, "lpar", None):
             test = test.with_changes(lpar=[], rpar=[])  # ``if (a and b):`` over lines tests ``a and b``
+        for _ in range(3):
+            # ``scaler_ = grad_scaler`` (the only value it is ever given): one object, one condition
+            values = self.model.values_assigned(test.value) if type(test) is cst.Name else ()
+            if len(values) != 1 or type(values[0]) is not cst.Name or test.value in self._parameter_names():
+                break  # (a parameter of that name elsewhere holds what its callers pass)
+            test = values[0]
         key = " ".join(self.model.module.code_for_node(test).split())
         if key not in self._cond_names:
             self._cond_names[key] = frozenset(_paths(test))
             self._comparisons[key] = comparison(test, self.model.module.code_for_node)
         return key, polarity
+
+    def _parameter_names(self) -> FrozenSet[str]:
+        return self.model.memo("parameter names", lambda: frozenset(p for fn in self.model.all_functions for p in fn.params))
 
     def _can_hold(self, assume: FrozenSet[Tuple[str, bool]], compared: Comparison, holds: bool) -> bool:
         """Can a path with these assumptions also have ``compared`` hold (or not)? Only its
@@ -1274,11 +1287,20 @@ class Interpreter:
         tested = _tested_names(callee)
         found = [(param, _CONSTANT_NONE, False) if literal == NONE_ARGUMENT else (param, _CONSTANT, literal)
                  for param, literal in literal_arguments(call, callee, callee.cls is not None).items() if param in tested]
+        tested_here = self._repeated_conditions()
         for param, value in parameters_given(call, callee.params, callee.cls is not None):
             if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
                 key, polarity = self._cond_key(value)
                 self._root._passed_conditions.add(key)
                 found.append((param, key, polarity))
+            elif isinstance(value, (cst.Name, cst.Attribute)) and param in tested and param not in (p for p, _, _ in found):
+                # ``step(grad_scaler=self._grad_scaler)``: the callee's ``if grad_scaler is not
+                # None:`` is the caller's ``if self._grad_scaler is not None:`` (only bound where the
+                # caller tests it too: each binding is another summary of the callee)
+                key, polarity = self._cond_key(value)
+                if key in tested_here:
+                    self._root._passed_conditions.add(key)
+                    found.append((param, key, polarity))
         return tuple(found)
 
     def _bind(self, callee: Function, call: cst.Call, frame: Frame) -> Tuple[Tuple[str, str], ...]:
@@ -1548,18 +1570,28 @@ def _compares_with_none(test: cst.BaseExpression) -> bool:
         isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in test.comparisons)
 
 
-def _literal_flags(model: ModuleModel) -> FrozenSet[str]:
-    """Local names only ever assigned True or False (a loop's state machine, ``should_update``):
-    a path knows their value exactly, also across passes."""
+def _literal_flags(model: ModuleModel) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+    """Local names only ever assigned True or False or another name (a loop's state machine,
+    ``should_update``, ``zero_grad_next_step = perform_update_step``): a path knows their value
+    exactly, also across passes; and the names they copy, whose tested value a path must keep to
+    hand it on."""
     seen: Dict[str, bool] = {}
+    literal: Set[str] = set()  # given True or False somewhere (``model_ = model`` is no flag)
+    copies: List[Tuple[str, str]] = []  # (flag, the name it is given)
     for target, value in model.module_assigns + [a for fn in model.all_functions for a in fn.assigns]:
         if isinstance(target, cst.Name):
-            seen[target.value] = seen.get(target.value, True) and literal_bool(value) is not None
+            given = literal_bool(value) is not None
+            seen[target.value] = seen.get(target.value, True) and (given or type(value) is cst.Name)
+            if given:
+                literal.add(target.value)
+            elif type(value) is cst.Name:
+                copies.append((target.value, value.value))
     for fn in model.all_functions:
         for aug in fn.aug_assigns:
             if isinstance(aug.target, cst.Name):
                 seen[aug.target.value] = False
-    return frozenset(name for name, literal in seen.items() if literal)
+    flags = frozenset(name for name, only in seen.items() if only and name in literal)
+    return flags, frozenset(source for flag, source in copies if flag in flags)
 
 
 def _rescales_grad(small: cst.BaseSmallStatement) -> bool:

@@ -738,6 +738,9 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
         for site in ctx.sites.in_function(fn):
             if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_container(ctx, site.call.func.value, fn):
                 carried = _carried(site.call.args[0].value, losses)
+                element = f"{dotted(site.call.func.value)}[]"
+                if carried is None and element in losses:
+                    carried = element  # ``losses.append(total)`` then ``losses[-1].backward()``
                 if carried is not None:
                     yield from _retained(ctx, site.call, carried, training, fn, site)
         for store, name in _keyed_stores(ctx, fn, losses):
@@ -867,19 +870,24 @@ def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
         return  # ``loss = outputs.loss`` of an evaluation after the training loop: another value
     if isinstance(node, cst.AugAssign) and loops and _reset_in_loop(node.target, loops[-1]):
         return  # the accumulator starts again every pass (every optimizer step): memory is bounded
+    if isinstance(node, cst.Call) and _made_each_iteration(node.func.value, loops, training):
+        return  # ``terms = []`` in every training iteration: the list dies with its step
     kept = node.value if isinstance(node, (cst.AugAssign, cst.Assign)) else node.args[0].value
     if (isinstance(node, cst.AugAssign) or not isinstance(kept, cst.Name)) and _under_no_grad(ctx, fn, node):
         return  # a sum or product made under no_grad is a new tensor without a graph (the loss itself kept is not)
     restart = _restart_outside(node, loops)
-    what = f"the tensor `{name}` itself" if isinstance(_unmoved(kept), cst.Name) else f"a tensor computed from `{name}`"
-    yield Match("TL503", node, lambda line_of, n=name, c=ctx.code(node), r=restart, w=what: (
+    what = (f"each value that `{name[:-2]}[...].backward()` runs on" if name.endswith("[]")
+            else f"the tensor `{name}` itself" if isinstance(_unmoved(kept), cst.Name) else f"a tensor computed from `{name}`")
+    fix = (f"keep {ctx.code(kept)}.detach() (or .item()) in {name[:-2]} and backpropagate the live value"
+           if name.endswith("[]") else f"accumulate {name}.item() (or {name}.detach())")
+    yield Match("TL503", node, lambda line_of, c=ctx.code(node), r=restart, w=what, f=fix: (
         f"`{c}` keeps {w}, and with it the whole autograd graph of every "
         f"iteration: " + (
             f"memory grows with each batch of the epoch, until `{ctx.code(r)}` ({line_of(r)}) starts the "
             f"total again at the next epoch (an epoch of graphs at once: out of memory on a long epoch)"
             if r is not None else "memory grows with every step, without bound, until the run is out of memory "
             "(or slows down)") +
-        f"; accumulate {n}.item() (or {n}.detach())."
+        f"; {f}."
     ))
 
 
@@ -899,6 +907,13 @@ def _kept_value_backpropagated(ctx: Context, fn: Optional[Function], name: str, 
         return True  # a parameter, or bound by a loop or a with: the backward's own value
     last = max(assigned)
     return any(i is not None and i > last for i in (preorder.index(site.call) for site in _backward_sites(ctx, fn, name)))
+
+
+def _made_each_iteration(container: cst.BaseExpression, loops, training) -> bool:
+    """Is the list appended to made again in every pass of the innermost training loop around the
+    append (``running = []`` in the step, appended to in a loop over the step's terms)?"""
+    inner = [i for i, loop in enumerate(loops) if id(loop) in training]
+    return bool(inner) and _reset_in_loop(container, loops[inner[-1]])
 
 
 def _restart_outside(node: cst.CSTNode, loops) -> Optional[cst.CSTNode]:
@@ -1003,6 +1018,8 @@ def _backpropagated_by(site) -> Set[str]:
         receiver = receiver.args[0].value
     if isinstance(receiver, cst.Name):
         names.add(receiver.value)
+    elif isinstance(receiver, cst.Subscript) and dotted(receiver.value):
+        names.add(f"{dotted(receiver.value)}[]")  # ``losses[-1].backward()``: an element of ``losses``
     positional = [a for a in site.call.args if a.keyword is None and not a.star]
     if positional and isinstance(positional[0].value, cst.Name):  # accelerator.backward(loss)
         names.add(positional[0].value.value)

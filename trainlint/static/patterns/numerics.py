@@ -54,7 +54,9 @@ def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function]) -> Optional
     name = _torch_api(ctx.model, func)
     role = ctx.model.roles.get(dotted(func))
     module_class = None
-    if role is None or role.kind == LOSS_FN:
+    if isinstance(func, cst.Call):
+        module_class = _torch_api(ctx.model, func.func)  # ``nn.CrossEntropyLoss()(logits, y)``
+    elif role is None or role.kind == LOSS_FN:
         module_class = _loss_class(ctx, dotted(func), fn)
     for kind, functions, modules in _LOSS_KINDS:
         # a module class, or the function an attribute holds (``self.loss_func = F.cross_entropy``)
@@ -220,7 +222,7 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Functi
         return name
     if name == "exp" and "log_softmax" in ops:
         inner = expr.args[0].value if expr.args else func.value if isinstance(func, cst.Attribute) else None
-        if inner is not None and _output_of(model, inner, fn, ops, depth + 1, bound) == "log_softmax":
+        if inner is not None and _output_of(model, inner, fn, ops, depth + 1, bound) in ("log_softmax", "LogSoftmax"):
             return "exp(log_softmax(...))"  # softmax probabilities, spelled the long way
         return None
     if isinstance(func, cst.Attribute) and name in _SAME_VALUES:
