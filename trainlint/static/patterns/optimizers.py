@@ -1,7 +1,6 @@
 """Optimizer and schedule construction: TL305, TL306, TL602, TL603, TL701, TL702."""
 from __future__ import annotations
 
-import re
 from typing import FrozenSet, Iterable, List, Optional
 
 import libcst as cst
