@@ -56,10 +56,6 @@ _BUILDER_TL302 = (
     'engine: TL302 needs the DataLoader(...) constructor assigned to the iterated variable; a loader '
     'returned by a module-level builder is not checked'
 )
-_CALLER_ROLE_LEAK = (
-    "engine: a callee's local takes the role of the caller's variable with the same text (extract.role "
-    'falls back to caller_roles by path): renamed files share obj1/obj2 for different objects'
-)
 _DICT_ENTRY_ARG = (
     'engine: a loader passed as a dict entry (`f(loaders["train"])`) or iterated as one is not linked to '
     'its DataLoader/DistributedSampler (TL301/TL302 lost)'
@@ -127,9 +123,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # ALIAS (2)
     ("TL201/bad_hooked_transformer_loss.py", "inline_helper"): _ALIAS,
     ("TL801/bad_sequential_built_by_helper.py", "inline_helper"): _ALIAS,
-    # CALLER_ROLE_LEAK (2)
-    ("projects/engine_split_bad", "rename"): _CALLER_ROLE_LEAK,
-    ("projects/scaler_wrapper_class_bad", "rename"): _CALLER_ROLE_LEAK,
     # DICT_ENTRY_ARG (2)
     ("projects/engine_split_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     ("projects/relative_package_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,

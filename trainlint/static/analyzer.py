@@ -299,16 +299,17 @@ def _analyze_results(
     entries = {v: call for v in violations for call in [_call_into_other_module(v, witnesses.get(v), model)] if call is not None}
     # The functions first: each is rendered once for its position and places the statements in it.
     nodes = [fn.node for fn in called if fn.owner in (None, model)]
-    nodes += [ev.site for ev in events if ev.origin is None] + [m.node for m in matches] + list(entries.values())
+    nodes += [ev.site for ev in events if ev.origin is None] + [m.node for m in matches if m.origin is None] + list(entries.values())
     positions = _positions(model)
     spans = _spans(positions, nodes)
     origins: Dict[int, ModuleModel] = {}
     others = {id(ev.origin): ev.origin for ev in events if ev.origin is not None}
     others.update((id(fn.owner), fn.owner) for fn in called if fn.owner not in (None, model))
+    others.update((id(m.origin), m.origin) for m in matches if m.origin is not None)
     for other in others.values():
         other_positions = _positions(other)
         other_spans = _spans(other_positions, [ev.site for ev in events if ev.origin is other]
-                             + [fn.node for fn in called if fn.owner is other])
+                             + [fn.node for fn in called if fn.owner is other] + [m.node for m in matches if m.origin is other])
         spans.update(other_spans)
         origins.update((key, other) for key in other_spans)
 

@@ -119,7 +119,7 @@ class Evidence:
             path = frame.resolve_keyed(expr)
             if path is None:
                 continue
-            self._classify(path, reach, families)
+            self._classify(path, reach, families, frame)
         if not families:
             return None
         return self.extractor._event(call, kind=EventKind.OPAQUE, label=self.extractor.callee_label(call),
@@ -145,9 +145,9 @@ class Evidence:
         # building a scheduler over the optimizer, a sampler over the dataset...
         return classify_constructor(call, self.model.imports) is not None
 
-    def _classify(self, path: str, reach: Set[str], families: Set[str]) -> None:
+    def _classify(self, path: str, reach: Set[str], families: Set[str], frame: "Frame") -> None:
         roles = self.model.roles
-        role = self.extractor.role(path)
+        role = self.extractor.role(path, frame=frame)
         if role is not None and (role.kind in _GRAD_ROLES or role.kind not in _DATA_ROLES | _OTHER_ROLES):
             # a project's own kind of object (described in [tool.trainlint.library]) may act on gradients
             families.add(FAMILY_GRADS)
@@ -166,7 +166,7 @@ class Evidence:
             reach.add(path)
         for held in _held_roles(roles.roles, path):
             # An object holding a loader or optimizer (``self.train_loader`` given as ``self``).
-            self._classify(held, reach, families)
+            self._classify(held, reach, families, frame)
 
     def _eval_receivers(self) -> FrozenSet[str]:
         """Modules whose eval() the module calls: the only ones whose mode any rule follows."""

@@ -73,6 +73,10 @@ class Frame:
     # scales.Scope): a helper's ``loss.backward()`` on a parameter backpropagates the caller's loss.
     given: Given = ()
     instances: Instances = ()  # its parameters given instances of project classes
+    # In a function of another module run for the checked file: heads of the substituted paths
+    # that are the checked file's own (handed down from it, parameter by parameter), whose roles
+    # are the checked file's; any other path is this module's, whatever its spelling.
+    caller_heads: FrozenSet[str] = frozenset()
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.
@@ -193,13 +197,12 @@ class Extractor:
             # (its head is a substituted parameter's value) is the caller's; any other is this
             # module's own, never the caller's variable of the same name.
             head = re.split(r"[.\[]", path, maxsplit=1)[0]
-            if any(re.split(r"[.\[]", actual, maxsplit=1)[0] == head for _, actual in frame.subst):
+            if head in frame.caller_heads:
                 return self.caller_roles.get(path)
             return self.model.roles.get(path, held)
-        role = self.model.roles.get(path, held)
-        if role is None and self.caller_roles is not None:
-            role = self.caller_roles.get(path)
-        return role
+        # No frame: a path of this module's own (a role's field, a target already resolved in
+        # this module), never a caller's variable spelled the same.
+        return self.model.roles.get(path, held)
 
     def unbound_parameter(self, path: Optional[str], frame: Frame) -> bool:
         fn = frame.function
@@ -293,7 +296,7 @@ class Extractor:
             # attribute (by its role, else by the name of the dict holding it).
             receiver = frame.resolve_keyed(func.value)
             return self._method_event(call, method, func.value, receiver, frame)
-        if self._is_wrapped(frame.resolve(func)):
+        if self._is_wrapped(frame.resolve(func), frame):
             return self._event(call, kind=EventKind.FORWARD, target=frame.resolve(func), label=_last(dotted(func)) + "(...)")
         qualified = self.model.imports.qualify(func) or ""
         name = _last(dotted(func))
@@ -388,8 +391,8 @@ class Extractor:
             training = False
         return self._event(call, kind=EventKind.TRAIN_MODE if training else EventKind.EVAL_MODE, target=receiver)
 
-    def _is_wrapped(self, path: Optional[str]) -> bool:
-        role = self.role(path)
+    def _is_wrapped(self, path: Optional[str], frame: Frame) -> bool:
+        role = self.role(path, frame=frame)
         return role is not None and role.kind == WRAPPED
 
     def context_events(self, item: cst.WithItem, frame: Frame) -> Tuple[Optional[Event], Optional[Event]]:
@@ -466,8 +469,8 @@ class Extractor:
             via_scaler=via_scaler,
             manages_grads=manages_grads,
             each=each,
-            module=self._module_of(optimizer),
-            modules=self._modules_of(optimizer),
+            module=self._module_of(optimizer, frame),
+            modules=self._modules_of(optimizer, frame),
         )
 
     def hand_step(self, update: cst.CSTNode, frame: Frame) -> Event:
@@ -487,12 +490,12 @@ class Extractor:
             return written
         return f"{code(node.target)} {code(node.operator)} ..."
 
-    def _module_of(self, optimizer: Optional[str]) -> Optional[str]:
-        role = self.role(optimizer)
+    def _module_of(self, optimizer: Optional[str], frame: Frame) -> Optional[str]:
+        role = self.role(optimizer, frame=frame)
         return role.module if role is not None and role.kind == OPTIMIZER else None
 
-    def _modules_of(self, optimizer: Optional[str]) -> Tuple[str, ...]:
-        role = self.role(optimizer)
+    def _modules_of(self, optimizer: Optional[str], frame: Frame) -> Tuple[str, ...]:
+        role = self.role(optimizer, frame=frame)
         return role.modules if role is not None and role.kind == OPTIMIZER and role.module is None else ()
 
     def _backward(self, call: cst.Call, loss_expr: cst.BaseExpression, frame: Frame, scaled: bool = False) -> Event:
@@ -530,7 +533,9 @@ class Extractor:
         role = self.role(loader, frame=frame)
         if role is None or role.kind != LOADER or role.sampler is None:
             return None
-        sampler_role = self.role(role.sampler)
+        # the sampler's path is in the table the loader's role came from (a caller's, for a loader it handed in)
+        table = self.model.roles if self.model.roles.get(loader) is role else (self.caller_roles or self.model.roles)
+        sampler_role = table.get(role.sampler)
         is_sampler = sampler_role is not None and sampler_role.kind == SAMPLER
         shuffle = sampler_role.shuffle if is_sampler else None
         shuffle_when = sampler_role.shuffle_when if is_sampler else None

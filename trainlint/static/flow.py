@@ -1249,9 +1249,9 @@ class Interpreter:
         callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
                              accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions,
                              unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee), given=given,
-                             instances=instances)
+                             instances=instances, caller_heads=self._caller_heads(subst, frame, owner))
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, callee_frame.no_grad,
-               given, instances, tuple(states))
+               given, instances, callee_frame.caller_heads, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
@@ -1265,6 +1265,15 @@ class Interpreter:
         result = self.budget.paths(outcome.normal + outcome.returns)
         self._memo[key] = result
         return result
+
+    def _caller_heads(self, subst: Tuple[Tuple[str, str], ...], frame: Frame, owner: "Interpreter") -> FrozenSet[str]:
+        """Which substituted paths are the checked file's (see Frame.caller_heads): all of them
+        when the checked file calls into another module; from inside another module, those the
+        calling function itself had from the checked file."""
+        if owner is self._root:
+            return frozenset()  # the checked file's own function: every path is its own
+        heads = frozenset(_head(actual) for _, actual in subst)
+        return heads if self is self._root else heads & frame.caller_heads
 
     def _hands_training_objects(self, call: cst.Call, frame: Frame) -> bool:
         """Does the call give its callee an optimizer, scheduler, scaler, loader or sampler (whose

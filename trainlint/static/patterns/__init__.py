@@ -25,6 +25,9 @@ class Match:
     # A recipe or a cost, not a bug (a rule's advice tier): TL502 on a forward whose outputs are
     # dropped. Shown only when advice is selected.
     advice: bool = False
+    # The module of ``node`` when it is not the checked file's (a model's softmax in its own file,
+    # reported from the file that hands that model to a training function).
+    origin: Optional[ModuleModel] = None
 
 
 @dataclass

@@ -34,6 +34,20 @@ def _last(node: cst.BaseExpression) -> str:
     return (dotted(node) or "").rsplit(".", 1)[-1]
 
 
+class _Op(str):
+    """What produced a value (``softmax returned by Net.forward``), and where: the call or layer
+    that applies the op, with its module. A finding about a value computed in another file may
+    belong at that statement, where the fix goes."""
+    site: Optional[Tuple[cst.CSTNode, ModuleModel]] = None
+
+
+def _op(text: str, node: cst.CSTNode, model: ModuleModel, found: Optional[str] = None) -> _Op:
+    """``text`` applied at ``node`` (or, renaming an inner result ``found``, where that was)."""
+    op = _Op(text)
+    op.site = found.site if isinstance(found, _Op) else (node, model)
+    return op
+
+
 def _torch_api(model: ModuleModel, func: cst.BaseExpression) -> Optional[str]:
     """The torch function, class or Tensor method a call's ``func`` is, by what it refers to:
     through the imports (``F.softmax``, ``nn.CrossEntropyLoss``, ``torch.sigmoid``), or a method
@@ -173,13 +187,27 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
             if what is None:
                 continue
             where = callee.owner.path.name if callee.owner.path is not None else "another module"
-            yield Match("TL801", site.call, lambda line_of, c=site.call, w=what, l=inside.label(loss.call), f=callee.name, p=where: (
-                f"{ctx.label(c)} hands {f}() a model whose output is {w}, and {f}() passes it to {l} ({p}), "
-                f"but cross-entropy applies log_softmax itself: the logits are squashed twice, gradients shrink "
-                f"as predictions sharpen and training stalls at a worse loss; have the model return raw logits "
-                f"(or use log_softmax + NLLLoss)."
-            ))
+            node, origin = what.site if isinstance(what, _Op) and what.site is not None else (site.call, ctx.model)
+            if origin is callee.owner:
+                node, origin = site.call, ctx.model  # the training function's own module makes them
+            # Reported where the probabilities are made (the model's softmax, here or in its own
+            # file): the fix goes there, and the training function is right for models returning logits.
+            at = "" if node is site.call else _shown_in(origin, node)
+            here = "" if origin is ctx.model or ctx.model.path is None else f"{ctx.model.path.name} "
+            yield Match("TL801", node, lambda line_of, c=site.call, w=what, l=inside.label(loss.call), f=callee.name, p=where,
+                        at=at, h=here: (
+                f"{at}{ctx.label(c)}{f' ({h}{line_of(c)})' if at else ''} hands {f}() a model whose output is {w}, and {f}() passes it "
+                f"to {l} ({p}), but cross-entropy applies log_softmax itself: the logits are squashed twice, "
+                f"gradients shrink as predictions sharpen and training stalls at a worse loss; have the model "
+                f"return raw logits (or use log_softmax + NLLLoss)."
+            ), origin=origin if origin is not ctx.model else None)
             break
+
+
+def _shown_in(origin: ModuleModel, node: cst.CSTNode) -> str:
+    """How the message opens when reported at the op: the op's code (the call is named after it)."""
+    code = " ".join(origin.module.code_for_node(node).split())
+    return f"{code if len(code) <= 48 else code.split('(', 1)[0] + '(...)'} makes probabilities, and "
 
 
 # Ops (functions, tensor methods, module classes) whose output is probabilities, not logits.
@@ -219,11 +247,11 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Functi
     func = expr.func
     name = _torch_api(model, func)
     if name in ops:
-        return name
+        return _op(name, expr, model)
     if name == "exp" and "log_softmax" in ops:
         inner = expr.args[0].value if expr.args else func.value if isinstance(func, cst.Attribute) else None
         if inner is not None and _output_of(model, inner, fn, ops, depth + 1, bound) in ("log_softmax", "LogSoftmax"):
-            return "exp(log_softmax(...))"  # softmax probabilities, spelled the long way
+            return _op("exp(log_softmax(...))", expr, model)  # softmax probabilities, spelled the long way
         return None
     if isinstance(func, cst.Attribute) and name in _SAME_VALUES:
         return _output_of(model, func.value, fn, ops, depth + 1, bound)
@@ -608,7 +636,7 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
     cls = _last(value.func)
     api = _torch_api(model, value.func)
     if api in ops:
-        return api
+        return _op(api, value, model)
     if api == "Sequential":
         layers = [a for a in value.args if a.keyword is None]
         if not layers or layers[-1].star:
@@ -663,7 +691,7 @@ def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: i
     if returned is None:
         return None
     # named after the outermost model: the one the loop calls (the layer may come from its forward)
-    return f"{returned.split(' returned by ')[0]} returned by {cls}.forward"
+    return _op(f"{returned.split(' returned by ')[0]} returned by {cls}.forward", forward.node, owner, returned)
 
 
 # The key under which a forward's bindings hold the instance it runs on (an objects-layer object).
