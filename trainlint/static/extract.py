@@ -193,9 +193,9 @@ class Extractor:
         if frame is not None and self.unbound_parameter(path, frame):
             return None
         if frame is not None and self.caller_roles is not None and path:
-            # In a function of another module run for the checked file: a path the caller gave
-            # (its head is a substituted parameter's value) is the caller's; any other is this
-            # module's own, never the caller's variable of the same name.
+            # In a function of another module run for the checked file: a path the checked file
+            # handed down, parameter by parameter (Frame.caller_heads), is the checked file's; any
+            # other is this module's own, never the caller's variable of the same name.
             head = re.split(r"[.\[]", path, maxsplit=1)[0]
             if head in frame.caller_heads:
                 return self.caller_roles.get(path)
