@@ -16,6 +16,7 @@ access path that holds objects, with the objects it can hold.
 """
 from __future__ import annotations
 
+import itertools
 import re
 import weakref
 from dataclasses import replace
@@ -27,6 +28,7 @@ from . import library
 from .calls import arg, parameters_given
 from .local_values import LocalValues
 from .names import access_path, dotted, plain_key
+from .project import following, imported_definition, names_an_import
 from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role, classify_constructor
 from .values import UNKNOWN
 
@@ -47,6 +49,13 @@ _ROUNDS = 3  # passes over a module's assignments: enough for aliases made befor
 _BUILTINS = frozenset(dir(__import__("builtins")))
 _PATH_PART = re.compile(r"^\w+|\.\w+|\[[^\]]*\]")  # ``self`` ``.optimizer`` ``['generator']``
 _MAX_DEPTH = 4  # calls followed inside one evaluation (callee returns through callee returns)
+# A round re-evaluates only the scopes whose reads changed since their last evaluation (on torch,
+# the later rounds were half the work and mostly found nothing new). Every growth of a scope's or
+# a class's table and of an object's fields is stamped with this clock; a scope keeps what it read.
+_CLOCK = itertools.count(1)
+_WRITTEN: Dict[tuple, int] = {}  # (id(flow), "scope" or "class", key) -> when it last grew
+_VOLATILE = ("volatile",)  # a read whose answer may change with no write (an import cycle being read)
+_READS: Optional[Set[object]] = None  # what the scope being evaluated reads: keys and objects
 # Text that can make a training object: a project module without it is never parsed for this.
 _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
                          r"Loss\(|DistributedDataParallel|fully_shard|FullyShardedDataParallel|\.prepare\(|"
@@ -56,7 +65,8 @@ _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.
 class Obj:
     """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
 
-    __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "node", "given_parameters", "unknown", "__weakref__")
+    __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "node", "given_parameters", "unknown",
+                 "changed_at", "__weakref__")
 
     def __init__(self, role: Optional[Role], name: str, cls: Optional[str] = None,
                  module: Optional["ModuleModel"] = None, origin: Optional[str] = None,
@@ -78,6 +88,7 @@ class Obj:
         # returned by a call nothing here describes (or a part of such an object): it may be
         # anything, a training object included; what is asked of it may tell
         self.unknown = False
+        self.changed_at = 0  # the clock's time of the last change of its fields (see ObjectFlow._rounds)
 
     def class_module(self) -> Optional["ModuleModel"]:
         if self._module is None:
@@ -96,7 +107,10 @@ class Obj:
         held = self.fields.setdefault(name, set())
         before = len(held)
         held.update(objects)
-        return len(held) != before
+        if len(held) == before:
+            return False
+        self.changed_at = next(_CLOCK)
+        return True
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<{self.role.kind if self.role else 'obj'} {self.name}>"
@@ -121,7 +135,7 @@ class ObjectFlow:
         self._top_level_done = False
         self._answered: List[Tuple[str, Obj, Optional["Function"]]] = []  # see _answer_protocols
         self._asked_of: Dict[int, Dict[str, Set[Tuple[str, int]]]] = {}
-        self._settled: Optional[Dict[Tuple[int, Optional[int]], Objects]] = None  # see run()
+        self._settled: Optional[Dict[Tuple[int, Optional[int]], Tuple[cst.BaseExpression, Objects]]] = None  # see run()
         self._definitions: Dict[Tuple[str, bool], Optional[Tuple["ModuleModel", str]]] = {}
         self.complete = False  # every scope computed (ModuleModel.objects)
 
@@ -148,49 +162,71 @@ class ObjectFlow:
         return self.scopes.get(None, {})
 
     def _rounds(self, scopes) -> None:
+        global _READS
         for fn, _ in scopes:
             if fn is not None:
                 self._scope_of[id(fn.node)] = fn
+        evaluated: Dict[Optional[int], Tuple[int, Set[object]]] = {}  # scope -> (when, what it read)
         for _ in range(_ROUNDS):
             self._changed = False
+            fresh = []
             for fn, assigns in scopes:
-                for target, value in assigns:
-                    self._bind(target, self.eval(value, fn), fn)
-                if fn is not None:
-                    for loop_target, sources in fn.owner.memo(f"loop targets {id(fn.node)}", lambda f=fn: list(_loop_targets(f))):
-                        self._bind(loop_target, self._iterated(sources, fn), fn)
+                key = id(fn.node) if fn is not None else None
+                if key in evaluated and not _stale(*evaluated[key]):
+                    continue  # nothing it read has changed: it would bind what it bound
+                evaluated[key] = (next(_CLOCK), set())
+                outer, _READS = _READS, evaluated[key][1]
+                try:
+                    for target, value in assigns:
+                        self._bind(target, self.eval(value, fn), fn)
+                    if fn is not None:
+                        for loop_target, sources in fn.owner.memo(f"loop targets {id(fn.node)}", lambda f=fn: list(_loop_targets(f))):
+                            self._bind(loop_target, self._iterated(sources, fn), fn)
+                finally:
+                    _READS = outer
+                fresh.append((fn, evaluated[key][1]))
             self._instances_into_classes()
             if len(scopes) > 1:  # the whole module: its functions' parameters get what callers pass
-                self._bind_from_callers(scopes)
+                self._bind_from_callers(fresh)
             if not self._changed:
                 break
 
-    def _bind_from_callers(self, scopes) -> None:
+    def _bind_from_callers(self, scopes: List[Tuple[Optional["Function"], Set[object]]]) -> None:
         """A parameter of a function of this module holds what its calls here pass for it
         (``train_epoch(model, loader, optimizer)`` in ``main``): the objects of every call site,
-        beside what came in from outside when nothing here calls it."""
+        beside what came in from outside when nothing here calls it. ``scopes``: the calling
+        scopes evaluated this round, each with the set its reads go to."""
+        global _READS
         model = self.model
         sites = model.sites()
-        for fn, _ in scopes:
-            statements = fn.calls if fn is not None else model.top.calls
-            made = {id(call) for call in statements}
-            # the calls made as statements, and a method called on an instance anywhere, also inside
-            # another call's arguments (``states.append(client.train(net=m))``); the rest of the
-            # nested calls are left out: on torch, evaluating all their arguments cost a third more
-            for call in (site.call for site in sites.in_function(fn)):
-                name = dotted(call.func)
-                target = _local_function(model, name, fn) if name is not None and id(call) in made else None
-                if target is None and isinstance(call.func, cst.Attribute):
-                    target = self._method_of_instances(call.func, fn)
-                if target is None or target is fn:
-                    continue
-                method = target.cls is not None and isinstance(call.func, cst.Attribute)
-                for param, argument in parameters_given(call, target.params, method):
-                    objects = self.eval(argument, fn)
-                    # a method's own ``self`` is its instance (see _from_outside); a plain function's
-                    # first parameter, whatever its name, is what the call passes
-                    if objects and not (target.cls is not None and param == target.params[0]):
-                        self._changed |= _add(self._scope(target).setdefault(param, set()), objects)
+        for fn, reads in scopes:
+            outer, _READS = _READS, reads
+            try:
+                self._bind_calls_of(fn, model, sites)
+            finally:
+                _READS = outer
+
+    def _bind_calls_of(self, fn: Optional["Function"], model: "ModuleModel", sites) -> None:
+        """The objects ``fn``'s calls pass to this module's functions, bound to their parameters."""
+        statements = fn.calls if fn is not None else model.top.calls
+        made = {id(call) for call in statements}
+        # the calls made as statements, and a method called on an instance anywhere, also inside
+        # another call's arguments (``states.append(client.train(net=m))``); the rest of the
+        # nested calls are left out: on torch, evaluating all their arguments cost a third more
+        for call in (site.call for site in sites.in_function(fn)):
+            name = dotted(call.func)
+            target = _local_function(model, name, fn) if name is not None and id(call) in made else None
+            if target is None and isinstance(call.func, cst.Attribute):
+                target = self._method_of_instances(call.func, fn)
+            if target is None or target is fn:
+                continue
+            method = target.cls is not None and isinstance(call.func, cst.Attribute)
+            for param, argument in parameters_given(call, target.params, method):
+                objects = self.eval(argument, fn)
+                # a method's own ``self`` is its instance (see _from_outside); a plain function's
+                # first parameter, whatever its name, is what the call passes
+                if objects and not (target.cls is not None and param == target.params[0]):
+                    self._grow(self._scope(target).setdefault(param, set()), objects, "scope", id(target.node))
 
     def _method_of_instances(self, func: cst.Attribute, fn: Optional["Function"]) -> Optional["Function"]:
         """``local.train`` where ``local`` can only be instances of one class of this module: that
@@ -216,7 +252,7 @@ class ObjectFlow:
             for name, objects in obj.fields.items():
                 if not name.startswith("["):
                     held = self._class_paths.setdefault((obj.cls, f"self.{name}"), set())
-                    self._changed |= _add(held, objects)
+                    self._grow(held, objects, "class", obj.cls)
 
     def paths(self) -> Iterable[Tuple[str, Objects, Optional["Function"]]]:
         """Every access path with the objects it holds (module level first, then each function,
@@ -293,9 +329,15 @@ class ObjectFlow:
                 self._changed |= holder.store(target.attr.value, objects)
             if path.startswith("self.") and fn is not None and _method_class(fn) is not None:
                 held = self._class_paths.setdefault((_method_class(fn), path), set())
-                self._changed |= _add(held, objects)
+                self._grow(held, objects, "class", _method_class(fn))
                 return
-        self._changed |= _add(self._scope(fn).setdefault(path, set()), objects)
+        self._grow(self._scope(fn).setdefault(path, set()), objects, "scope", id(fn.node) if fn is not None else None)
+
+    def _grow(self, held: Set[Obj], objects: Iterable[Obj], table: str, key) -> None:
+        """Add ``objects`` to a table entry; a growth is a change the next round must see."""
+        if _add(held, objects):
+            self._changed = True
+            _WRITTEN[(id(self), table, key)] = next(_CLOCK)
 
     def _at_path(self, path: str, fn: "Function") -> Objects:
         """The objects at an access path (``self.optimizer['generator']``) in ``fn``: its longest
@@ -344,17 +386,24 @@ class ObjectFlow:
         return asked
 
     def _lookup(self, path: str, fn: Optional["Function"]) -> Objects:
+        reads = _READS
         scope = fn
         while scope is not None:
+            if reads is not None:
+                reads.add((id(self), "scope", id(scope.node)))
             found = self.scopes.get(id(scope.node), {}).get(path)
             if found:
                 return frozenset(found)
             cls = _method_class(scope)
             if cls is not None and path.startswith("self."):
+                if reads is not None:
+                    reads.add((id(self), "class", cls))
                 found = self._class_paths.get((cls, path))
                 if found:
                     return frozenset(found)
             scope = scope.parent
+        if reads is not None:
+            reads.add((id(self), "scope", None))
         return frozenset(self.top_level().get(path, ()))
 
     # ----------------------------------------------------------------- expressions
@@ -367,8 +416,10 @@ class ObjectFlow:
             key = (id(expr), id(fn.node) if fn is not None else None)
             found = self._settled.get(key)
             if found is None:
-                found = self._settled[key] = self._eval(expr, fn, None, depth)
-            return found
+                # the expression is kept with its answer: a node parsed for one question and
+                # freed must not hand its id, and this answer, to the next one
+                found = self._settled[key] = (expr, self._eval(expr, fn, None, depth))
+            return found[1]
         return self._eval(expr, fn, bound, depth)
 
     def _eval(self, expr: cst.BaseExpression, fn: Optional["Function"],
@@ -593,7 +644,11 @@ class ObjectFlow:
             return local, None
         if name in self.model.classes:
             return self._instance(call, self.model, name)
-        found = self._project_definition(name, classes=self._hands_objects(call, fn, bound, depth))
+        found = self._project_definition(name)
+        if found is None and names_an_import(self.model, name) and self._hands_objects(call, fn, bound, depth):
+            # a class of a module with no training text, read because the call hands it training
+            # objects (its arguments are evaluated only for a name some import gives)
+            found = self._project_definition(name, classes=True)
         if found is None:
             return None
         other, defined = found
@@ -605,7 +660,7 @@ class ObjectFlow:
 
     def _hands_objects(self, call: cst.Call, fn, bound, depth) -> bool:
         """Does the call give a training object (or something holding one) to its callee?"""
-        return any(o.role is not None or (o.fields and not o.unknown) for a in call.args for o in self.eval(a.value, fn, bound, depth))
+        return any(o.role is not None or (_reading(o).fields and not o.unknown) for a in call.args for o in self.eval(a.value, fn, bound, depth))
 
     def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str):
         instance = self._allocate(call, None, class_name, cls=class_name, module=owner)
@@ -662,8 +717,6 @@ class ObjectFlow:
         to through imports (``from data import build``, ``import pkg.data as d; d.build``, a
         package ``__init__`` re-exporting it). A module is read when its text builds training
         objects, or (``classes``: the call hands training objects to it) defines the class."""
-        from .project import following, imported_definition
-
         key = (name, classes)
         if key in self._definitions:
             return self._definitions[key]
@@ -672,6 +725,8 @@ class ObjectFlow:
             # asked again for every expression that names it; not kept when an import cycle
             # being read answered None for now
             self._definitions[key] = found
+        elif _READS is not None:
+            _READS.add(_VOLATILE)
         return found
 
     def reaching(self, expr: cst.BaseExpression, fn: Optional["Function"], callers, depth: int = 0) -> Objects:
@@ -720,7 +775,11 @@ class ObjectFlow:
         if found is None:
             return NONE
         other, defined = found
-        return frozenset(other.flow().top_level().get(defined, ()))
+        flow = other.flow()
+        table = flow.top_level()
+        if _READS is not None:
+            _READS.add((id(flow), "scope", None))
+        return frozenset(table.get(defined, ()))
 
 
 class _NoInit:
@@ -733,6 +792,24 @@ class _NoInit:
 _NO_INIT = _NoInit()
 
 
+def _stale(when: int, reads: Set[object]) -> bool:
+    """Has anything in ``reads`` changed after ``when``?"""
+    for read in reads:
+        if read is _VOLATILE:
+            return True
+        changed = read.changed_at if type(read) is Obj else _WRITTEN.get(read, 0)
+        if changed > when:
+            return True
+    return False
+
+
+def _reading(holder: Obj) -> Obj:
+    """``holder``'s fields are read by the scope being evaluated."""
+    if _READS is not None:
+        _READS.add(holder)
+    return holder
+
+
 def _add(held: Set[Obj], objects: Iterable[Obj]) -> bool:
     before = len(held)
     held.update(objects)
@@ -742,18 +819,20 @@ def _add(held: Set[Obj], objects: Iterable[Obj]) -> bool:
 def _field(objects: Iterable[Obj], name: str) -> Objects:
     found: Set[Obj] = set()
     for holder in objects:
-        held = holder.fields.get(name)
+        held = _reading(holder).fields.get(name)
         if held is None and holder.unknown:
             # a part of an unknown object is unknown too, and one object per part (the elements
             # of ``model, opt, loader = engine.boost(...)`` are told apart by their methods)
             part = Obj(None, f"{holder.name}{name}" if name.startswith("[") else f"{holder.name}.{name}")
             part.unknown = True
             held = holder.fields[name] = {part}
+            holder.changed_at = next(_CLOCK)
         elif held is None and holder.origin is not None and name.startswith("["):
             # an element of what came in from outside came from outside too (``self.optimizer,
             # self.lr_scheduler = optimizers``): one object per element, known by its methods
             part = Obj(None, f"{holder.name}{name}", origin=f"{holder.origin}{name}")
             held = holder.fields[name] = {part}
+            holder.changed_at = next(_CLOCK)
         found.update(held or ())
     return frozenset(found)
 
@@ -763,7 +842,7 @@ def _element(objects: Objects, index: int) -> Objects:
 
 
 def _all_entries(holder: Obj) -> Iterable[Obj]:
-    for key, objects in holder.fields.items():
+    for key, objects in _reading(holder).fields.items():
         if key.startswith("["):
             yield from objects
 

@@ -403,6 +403,12 @@ class Project:
         return found if found != self.path else None
 
 
+def names_an_import(model: ModuleModel, name: str) -> bool:
+    """Could ``name`` be a definition of another module of the project (one of ``model``'s
+    imports, not a library's)? Answered from the imports alone."""
+    return model.path is not None and _imported(model, name) is not None
+
+
 def _imported(model: ModuleModel, name: str) -> Optional[Tuple[str, str]]:
     """(module, function) that ``name`` (``train_one_epoch``, ``misc.helper``) refers to through
     ``model``'s imports, unless it is nobody's project (torch, numpy, ...)."""
