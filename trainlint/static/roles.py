@@ -46,6 +46,7 @@ class Role:
     reduction: Optional[str] = None  # loss modules: "mean" | "sum" | "none" | None (not literal)
     module: Optional[str] = None  # optimizers: the model whose parameters they update
     modules: Tuple[str, ...] = ()  # optimizers: every model they update, when there are several
+    wrapper: Optional[str] = None  # wrapped models: "ddp", "dp" or "fsdp" (what their state_dict keys carry)
 
 
 _SCHEDULER_CADENCE = {
@@ -75,7 +76,10 @@ _LOSS_CLASSES = {
     "MultiMarginLoss", "MultiLabelMarginLoss",
 }
 Expand = Callable[[cst.BaseExpression], cst.BaseExpression]
-_WRAPPERS = {"DistributedDataParallel", "FullyShardedDataParallel", "DataParallel", "fully_shard", "DDP", "FSDP"}
+_WRAPPERS = {"DistributedDataParallel": "ddp", "DDP": "ddp", "DataParallel": "dp",
+             "FullyShardedDataParallel": "fsdp", "FSDP": "fsdp", "fully_shard": "fsdp"}
+# Apex's DistributedDataParallel wraps like torch's (its state_dict keys carry ``module.`` too).
+_WRAPPER_LIBRARIES = ("torch", "apex.parallel")
 
 
 def params_owners(node: Optional[cst.CSTNode], expand: Optional[Expand] = None) -> Tuple[str, ...]:
@@ -165,8 +169,8 @@ def classify_constructor(call: cst.Call, imports: ImportMap, expand: Optional[Ex
     if last in _LOSS_CLASSES and (not resolved or qualified.startswith("torch")):
         reduction = kwarg(call, "reduction")
         return Role(LOSS_FN, reduction=literal_str(reduction.value) if reduction is not None else "mean")
-    if last in _WRAPPERS and (not resolved or qualified.startswith("torch")):
-        return Role(WRAPPED)
+    if last in _WRAPPERS and (not resolved or qualified.startswith(_WRAPPER_LIBRARIES)):
+        return Role(WRAPPED, wrapper=_WRAPPERS[last])
     if last.startswith("Schedule") and qualified.startswith("torch.distributed.pipelining"):
         return Role(PIPELINE)
     if (qualified.startswith("torch.optim.") and last[:1].isupper() and "lr_scheduler" not in qualified

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Set
 import libcst as cst
 
 from .. import library
-from ..calls import kwarg, literal_number
+from ..calls import kwarg, literal_number, parameters_given
 from ..local_values import LocalValues
 from ..values import UNKNOWN
 from ..names import dotted
-from ..roles import LOADER
+from ..roles import LOADER, WRAPPED
 from ..walk import walk
 from . import Context, Match
 from .loops import loop_trains
@@ -51,28 +51,31 @@ def _falsy(value) -> bool:
     return value is not UNKNOWN and not value
 
 
-def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
-    """"ddp", "dp" or "compile" for a model path that is wrapped on a path to ``save``: a wrap
-    under a condition (``if args.distributed:``) counts for a save that may run under it, not for
-    one whose own conditions exclude it (``else:``, ``if not args.distributed:``)."""
-    if not path:
-        return None
+def _wrapper_of(ctx: Context, model: cst.BaseExpression, save) -> Optional[str]:
+    """"ddp", "dp" or "compile" for a model expression that is wrapped on a path to ``save``: a
+    wrap under a condition (``if args.distributed:``) counts for a save that may run under it, not
+    for one whose own conditions exclude it (``else:``, ``if not args.distributed:``)."""
     wraps = _wraps(ctx)
-    for value in ctx.model.values_in_scope(path, save.function if save is not None else None):
-        if not isinstance(value, cst.Call):
-            continue
-        last = (dotted(value.func) or "").rsplit(".", 1)[-1]
-        kind = None
-        if last in ("DistributedDataParallel", "DDP"):
-            kind = "ddp"
-        elif last == "DataParallel":
-            kind = "dp"
-        elif last == "compile" and (ctx.qualify(value.func).startswith("torch") or dotted(value.func) == "torch.compile"):
-            kind = "compile"
-        if kind is None:
-            continue
+    fn = save.function
+    path = dotted(model)
+    assigned = ctx.model.values_in_scope(path, fn) if path else []
+    values = [v for v in assigned if isinstance(v, cst.Call)]
+    if assigned:
+        # a path assigned here: the wrappers among its own values (``raw_model = model`` before
+        # ``model = DDP(model)`` is the plain model, which objects, blind to order, would blur)
+        made = (o for v in values for o in ctx.model.objects.eval(v, fn))
+    else:
+        # an entry or an attribute set elsewhere (a dict entry replaced by its wrapper, a model
+        # handed to a trainer): the objects it can be
+        made = ctx.model.objects.eval(model, fn)
+    wrapped = [(o.node, o.role.wrapper) for o in made
+               if o.role is not None and o.role.kind == WRAPPED and o.role.wrapper in ("ddp", "dp")]
+    # torch.compile makes no object of its own kind: it is read off the values assigned
+    wrapped += [(v, "compile") for v in values if (dotted(v.func) or "").rsplit(".", 1)[-1] == "compile"
+                and (ctx.qualify(v.func).startswith("torch") or dotted(v.func) == "torch.compile")]
+    for value, kind in wrapped:
         site = wraps.get(id(value))
-        if site is not None and save is not None and site.tests and _contradicts(ctx, save.tests, site.tests):
+        if site is not None and site.tests and _contradicts(ctx, save.tests, site.tests, _passed_names(ctx, site, save)):
             continue  # the save runs only where the model was not wrapped (the else of ``if distributed:``)
         if site is not None and site.tests and _never_taken(ctx, site):
             continue  # ``if distributed:`` where every call passes distributed=False
@@ -80,13 +83,30 @@ def _wrapper_of(ctx: Context, path: Optional[str], save=None) -> Optional[str]:
     return None
 
 
-def _contradicts(ctx: Context, tests, others) -> bool:
-    """Does one of ``tests`` deny one of ``others`` (``not x`` against ``x``, either way round)?"""
-    def plain(test):
+def _contradicts(ctx: Context, tests, others, renamed: Optional[Dict[str, str]] = None) -> bool:
+    """Does one of ``tests`` deny one of ``others`` (``not x`` against ``x``, either way round)?
+    ``renamed``: what the names of ``others`` are called where ``tests`` run (a callee's
+    parameter, the caller's argument)."""
+    def plain(test, names=None):
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-        return (ctx.code(test.expression) if negated else ctx.code(test)), negated
+        code = ctx.code(test.expression) if negated else ctx.code(test)
+        head, dot, rest = code.partition(".")
+        return ((names[head] + dot + rest) if names and head in names else code), negated
     mine = {plain(t) for t in tests}
-    return any((code, not negated) in mine for code, negated in (plain(t) for t in others))
+    return any((code, not negated) in mine for code, negated in (plain(t, renamed) for t in others))
+
+
+def _passed_names(ctx: Context, wrap, save) -> Dict[str, str]:
+    """The wrap's function's parameters named as the save's function passes them
+    (``wrap_model(net, args)`` called where the save runs: ``model`` -> ``net``)."""
+    callee = wrap.function
+    if callee is None or callee is save.function:
+        return {}
+    for site in ctx.sites.sites:
+        if site.function is save.function and dotted(site.call.func) == callee.name:
+            return {param: code for param, value in parameters_given(site.call, callee.params, False)
+                    for code in [dotted(value)] if code}
+    return {}
 
 
 def _wraps(ctx: Context):
@@ -249,20 +269,31 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
     for site in _torch_saves(ctx):
         if not site.call.args:
             continue
-        for node in walk(site.call.args[0].value):
+        saved = site.call.args[0].value
+        # the checkpoint dict built on the lines before (``state = {"model": m.state_dict()}``)
+        built = ctx.model.values_in_scope(saved.value, site.function) if isinstance(saved, cst.Name) else []
+        built_nodes = {id(n) for value in built for n in walk(value)}
+        for node in (n for value in [saved, *built] for n in walk(value)):
             if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict"):
                 continue
             owner = dotted(node.func.value)
             if owner and _loaded_through_the_wrapper(ctx, owner):
                 continue  # saved and loaded through the same wrapper: the keys round-trip
-            wrapper = _wrapper_of(ctx, owner, site)
+            wrapper = _wrapper_of(ctx, node.func.value, site)
+            owner = owner or ctx.code(node.func.value)
+            if wrapper in ("ddp", "dp") and _prefix_handled(ctx):
+                continue  # the program reads such checkpoints by stripping the prefix
             if wrapper in ("ddp", "dp", "compile"):
                 prefix = "_orig_mod." if wrapper == "compile" else "module."
                 fix = f"{owner}._orig_mod.state_dict()" if wrapper == "compile" else f"{owner}.module.state_dict()"
-                yield Match("TL304", site.call, lambda line_of, c=site.call, p=prefix, f=fix, o=owner: (
-                    f"{ctx.label(c)} saves {o}.state_dict() of a wrapped model: every key gets a "
-                    f"'{p}' prefix, so loading it into the plain model fails (or, with "
-                    f"strict=False, silently loads nothing); save {f} instead."
+                inline = id(node) in built_nodes
+                # reported where the fix goes: the state_dict() call, also when the checkpoint
+                # dict was built on an earlier line
+                yield Match("TL304", site.call if not inline else node,
+                            lambda line_of, c=site.call, p=prefix, f=fix, o=owner, i=inline: (
+                    f"{ctx.label(c)}{f' ({line_of(c)})' if i else ''} saves {o}.state_dict() of a wrapped "
+                    f"model: every key gets a '{p}' prefix, so loading it into the plain model fails (or, "
+                    f"with strict=False, silently loads nothing); save {f} instead."
                 ))
                 break
 
@@ -280,6 +311,37 @@ def _loaded_through_the_wrapper(ctx: Context, owner: str) -> bool:
         if any(w.function is load.function and order.get(id(load.statement), -1) < order.get(id(w.statement), -1) for w in wraps):
             continue  # into the model before it was wrapped
         return True
+    return _handed_to_a_loader(ctx, owner)
+
+
+# A string starting with the wrapper's prefix given as an argument or assigned
+# (``k.replace("module.", "")``, ``key.startswith('module.')``, ``prefix = "module."``), not prose.
+_MODULE_PREFIX = re.compile(r"""[(\[,=]\s*[rbu]?["']module\.""")
+
+
+def _prefix_handled(ctx: Context) -> bool:
+    """Does this file, or a project module it imports from, handle the ``module.`` prefix in its
+    code? Then the program loads the wrapper's keys knowingly."""
+    if _MODULE_PREFIX.search(ctx.model.source) and any(
+            isinstance(node, cst.SimpleString) and str(node.evaluated_value).startswith("module.")
+            for node in walk(ctx.model.module)):
+        return True  # (a docstring's "('module.' keys)" is prose, not such a string)
+    project = ctx.model.project
+    return project is not None and any(
+        project.defined_where_text_matches(ctx.model, name, _MODULE_PREFIX) for name in ctx.model.imports.names)
+
+
+def _handed_to_a_loader(ctx: Context, owner: str) -> bool:
+    """Is the model handed to a project function that loads state dicts into what it is given
+    (``restart_from_checkpoint(path, state_dict=model, optimizer=optimizer)``)? A resume through
+    the same wrapper: its keys round-trip."""
+    project = ctx.model.project
+    for site in ctx.sites.sites:
+        name = dotted(site.call.func)
+        if name and any(dotted(a.value) == owner for a in site.call.args) and (
+                (name in ctx.model.functions and "load_state_dict" in ctx.code(ctx.model.functions[name].node))
+                or (project is not None and project.may_mention(ctx.model, name, "load_state_dict"))):
+            return True
     return False
 
 
