@@ -118,8 +118,9 @@ def find_violations(model: ModuleModel, sites: SiteIndex, project: Optional[Proj
 
 def find_matches(model: ModuleModel, sites: SiteIndex, rules: AbstractSet[str], source: str,
                  calls_into_project: bool = False) -> List[Match]:
-    """``calls_into_project``: the file calls functions of its project that may train, so the
-    rules' parts that look into them run even without the rule's own trigger text here."""
+    """``calls_into_project``: the file belongs to a project whose modules it may call, so the
+    rules' parts that look into them run even without the rule's own trigger text here (each
+    reads the imported modules' text first)."""
     catalog = load_catalog()
     wanted = [rule for rule in sorted(rules & PATTERN_RULES.keys()) if could_fire(source, {rule}) or rule not in catalog]
     through = [rule for rule in sorted(rules & THROUGH_PROJECT_RULES.keys()) if rule not in wanted] if calls_into_project else []
@@ -285,7 +286,7 @@ def _analyze_results(
         budget = Budget()
         if known & FLOW_RULES and (follows_project or could_fire(source, known & FLOW_RULES)):
             violations = [v for v in find_violations(model, sites, project, witnesses, budget) if v.rule in known]
-        matches = find_matches(model, sites, known, source, follows_project)
+        matches = find_matches(model, sites, known, source, project is not None)
         if project is not None:
             project.settle()
     except RecursionError:

@@ -59,7 +59,10 @@ _READS: Optional[Set[object]] = None  # what the scope being evaluated reads: ke
 # Text that can make a training object: a project module without it is never parsed for this.
 _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
                          r"Loss\(|DistributedDataParallel|fully_shard|FullyShardedDataParallel|\.prepare\(|"
-                         r"\binitialize\(|\bDDP\(|\bFSDP\(")
+                         r"\binitialize\(|\bDDP\(|\bFSDP\(|"
+                         # a loss of the project's own, built on torch's (a focal loss): its instances
+                         # are known, so what its forward applies to its input is
+                         r"cross_entropy|nll_loss")
 
 
 class Obj:

@@ -10,6 +10,7 @@ import libcst as cst
 from ..calls import arg, is_none, literal_bool, literal_number
 from ..module import Function, ModuleModel
 from ..names import dotted, plain_key
+from ..project import names_an_import
 from ..roles import LOSS_FN
 from ..walk import children, walk
 from . import Context, Match
@@ -61,7 +62,7 @@ def _torch_api(model: ModuleModel, func: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function]) -> Optional[str]:
+def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function], depth: int = 0) -> Optional[str]:
     """"ce", "nll", "bce" or "bce_logits" for a call of such a loss function or loss module (or of
     an attribute holding the function: ``self.loss_func = F.binary_cross_entropy_with_logits``)."""
     func = _called_object(call.func)
@@ -76,7 +77,48 @@ def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function]) -> Optional
         # a module class, or the function an attribute holds (``self.loss_func = F.cross_entropy``)
         if name in functions or module_class in modules or module_class in functions:
             return kind
-    return None
+    return _wrapped_loss_kind(ctx, func, fn, depth) if depth < _WRAPPED_LOSS_DEPTH else None
+
+
+_LOSS_TEXT = re.compile(r"cross_entropy|CrossEntropyLoss|nll_loss|NLLLoss|BCELoss|BCEWithLogitsLoss")
+_WRAPPED_LOSS_DEPTH = 2  # a project loss built on a project loss built on torch's: followed
+
+
+def _wrapped_loss_kind(ctx: Context, func: cst.BaseExpression, fn: Optional[Function], depth: int) -> Optional[str]:
+    """The loss a project's own loss applies to its first argument as it is: a loss module whose
+    ``forward(inputs, targets)`` hands ``inputs`` to torch's loss (a focal loss built on
+    ``binary_cross_entropy_with_logits``), or such a function. Every object the call can be must
+    agree."""
+    name = dotted(func)
+    if name is None or ctx.model.imports.qualify(func) is not None and not names_an_import(ctx.model, name):
+        return None  # a library's call (``torch.cat``): never a project's loss
+    objects = ctx.model.objects.eval(func, fn)
+    if objects and all(o.cls is not None and not o.unknown for o in objects):
+        kinds = set()
+        for obj in objects:
+            owner = obj.class_module()
+            forward = owner.method_of_class(obj.cls, "forward") if owner is not None else None
+            kinds.add(_applied_to_parameter(owner, forward, 1, depth) if forward is not None else None)
+        return kinds.pop() if len(kinds) == 1 else None
+    if isinstance(func, cst.Attribute) and name.split(".", 1)[0] in ("self", "cls"):
+        return None
+    # a function of another module (one of this module is read with this module's calls bound to
+    # its parameters: its own loss call is the finding)
+    callee = ctx.model.project.function(ctx.model, name) if ctx.model.project is not None and name not in ctx.model.functions else None
+    owner = callee.owner if callee is not None else None
+    return _applied_to_parameter(owner, callee, 0, depth) if callee is not None and owner is not None and owner is not ctx.model else None
+
+
+def _applied_to_parameter(owner: Optional[ModuleModel], fn: Function, index: int, depth: int) -> Optional[str]:
+    """The kind of torch loss ``fn`` applies to its parameter number ``index``, unchanged."""
+    if owner is None or len(fn.params) <= index or _LOSS_TEXT.search(owner.source) is None:
+        return None  # its module never names a torch loss: nothing to read
+    param = fn.params[index]
+    inner = Context(owner, owner.sites())
+    kinds = {_loss_kind(inner, site.call, fn, depth + 1) for site in inner.sites.in_function(fn)
+             if isinstance(arg(site.call, 0, "input"), cst.Name) and arg(site.call, 0, "input").value == param}
+    kinds.discard(None)
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _called_object(func: cst.BaseExpression) -> cst.BaseExpression:
@@ -215,7 +257,7 @@ _PROBABILITIES = frozenset({"softmax", "log_softmax", "Softmax", "LogSoftmax"})
 # Tensor methods that reshape, move or copy a tensor: probabilities stay probabilities.
 _SAME_VALUES = frozenset({
     "view", "reshape", "resize", "squeeze", "unsqueeze", "transpose", "permute", "contiguous", "flatten",
-    "float", "double", "half", "to", "cpu", "cuda", "clone",
+    "float", "double", "half", "to", "cpu", "cuda", "clone", "type",
 })
 _MAX_DEPTH = 16  # calls, names and elements followed from a loss argument to what computed it
 
@@ -254,7 +296,10 @@ def _output_of(model: ModuleModel, expr: cst.BaseExpression, fn: Optional[Functi
             return _op("exp(log_softmax(...))", expr, model)  # softmax probabilities, spelled the long way
         return None
     if isinstance(func, cst.Attribute) and name in _SAME_VALUES:
-        return _output_of(model, func.value, fn, ops, depth + 1, bound)
+        if model.imports.qualify(func) is None:
+            return _output_of(model, func.value, fn, ops, depth + 1, bound)  # ``probs.view(-1)``
+        if expr.args:
+            return _output_of(model, expr.args[0].value, fn, ops, depth + 1, bound)  # ``torch.squeeze(probs)``
     return _called_module_output(model, _called_object(func), fn, ops, depth + 1, bound, expr, element)
 
 
@@ -271,7 +316,20 @@ def _output_of_name(model: ModuleModel, name: str, fn: Optional[Function], ops, 
         value, scope, caller = passed
         return _output_of(caller, value, scope, ops, depth, bound, element)
     return _agreed([_output_of(model, value, scope, ops, depth, bound, element)
-                    for value, scope in _values_in_scope(model, name, fn)])
+                    for value, scope in _values_in_scope(model, name, fn) if not _reshaped_itself(model, value, name)])
+
+
+def _reshaped_itself(model: ModuleModel, value: cst.BaseExpression, name: str) -> bool:
+    """``pred = torch.squeeze(pred)`` / ``pred = pred.view(-1)``: the name keeps the values its
+    other assignments give it."""
+    if not isinstance(value, cst.Call) or _torch_api(model, value.func) not in _SAME_VALUES:
+        return False
+    func = value.func
+    if isinstance(func, cst.Attribute) and model.imports.qualify(func) is None:
+        source = func.value
+    else:
+        source = value.args[0].value if value.args else None
+    return isinstance(source, cst.Name) and source.value == name
 
 
 # What a call passes to the parameters of the forward it runs: (id(forward), parameter) ->
@@ -747,6 +805,19 @@ def sigmoid_before_bce(ctx: Context) -> Iterable[Match]:
             ))
 
 
+def _sigmoid_before_a_project_loss(ctx: Context) -> Iterable[Match]:
+    """TL802 in a file that names no torch loss itself but imports the project's own (a focal
+    loss built on ``binary_cross_entropy_with_logits``): read when a module it imports from names
+    one."""
+    project = ctx.model.project
+    if project is not None and any(project.defined_where_text_matches(ctx.model, name, _BCE_TEXT)
+                                   for name in ctx.model.imports.names if names_an_import(ctx.model, name)):
+        yield from sigmoid_before_bce(ctx)
+
+
+_BCE_TEXT = re.compile(r"binary_cross_entropy|BCELoss|BCEWithLogitsLoss")
+
+
 def _sdpa_calls(ctx: Context):
     for site in ctx.sites.sites:
         if _torch_api(ctx.model, site.call.func) == "scaled_dot_product_attention":
@@ -917,7 +988,7 @@ def _with_local_callees(ctx: Context, fn: Function, depth: int = 2) -> List[Func
 
 
 # Checks run also where the rule's trigger text is absent, if the file calls into its project.
-THROUGH_PROJECT = {"TL801": _probabilities_handed_elsewhere}
+THROUGH_PROJECT = {"TL801": _probabilities_handed_elsewhere, "TL802": _sigmoid_before_a_project_loss}
 
 RULES = {
     "TL801": softmax_before_cross_entropy,
