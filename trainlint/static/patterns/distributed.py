@@ -277,7 +277,7 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
             if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "state_dict"):
                 continue
             owner = dotted(node.func.value)
-            if owner and _loaded_through_the_wrapper(ctx, owner):
+            if owner and _loaded_through_the_wrapper(ctx, owner, node.func.value, site):
                 continue  # saved and loaded through the same wrapper: the keys round-trip
             wrapper = _wrapper_of(ctx, node.func.value, site)
             owner = owner or ctx.code(node.func.value)
@@ -298,25 +298,39 @@ def wrapped_state_dict(ctx: Context) -> Iterable[Match]:
                 break
 
 
-def _loaded_through_the_wrapper(ctx: Context, owner: str) -> bool:
-    """Is a state dict loaded into ``owner`` once it is wrapped? A load earlier in the function
-    that wraps it (``model.load_state_dict(...)`` to restart, then ``model = DDP(model)``) goes
-    into the plain model, which the wrapper's ``module.`` keys do not fit."""
+def _loaded_through_the_wrapper(ctx: Context, owner: str, model: cst.BaseExpression, save) -> bool:
+    """Is a state dict loaded into the saved model once it is wrapped? The load's receiver must be
+    able to be the same wrapper object (a load into another function's ``net`` is another model,
+    whatever its name); a load earlier in the function that wraps it (``model.load_state_dict(...)``
+    to restart, then ``model = DDP(model)``), or in a helper called there before the wrap, goes into
+    the plain model, which the wrapper's ``module.`` keys do not fit."""
     order = ctx.sites.statement_order
     wraps = [site for site in _wraps(ctx).values() if isinstance(site.statement, cst.SimpleStatementLine)
              and any(owner in _assigned_paths(small) for small in site.statement.body)]
+    wrapped = {o for o in ctx.model.objects.eval(model, save.function) if o.role is not None and o.role.kind == WRAPPED}
     for load in ctx.sites.named("load_state_dict"):
-        if load.receiver != owner:
+        receiver = load.call.func.value if isinstance(load.call.func, cst.Attribute) else None
+        if wrapped and receiver is not None:
+            if not wrapped & set(ctx.model.objects.eval(receiver, load.function)):
+                continue
+        elif load.receiver != owner:
             continue
-        if any(w.function is load.function and order.get(id(load.statement), -1) < order.get(id(w.statement), -1) for w in wraps):
+        before = [load.statement] + [call.statement for call in ctx.sites.sites if load.function is not None
+                                     and dotted(call.call.func) == load.function.name]
+        if any(order.get(id(statement), -1) < order.get(id(w.statement), -1) and (
+                statement is not load.statement or w.function is load.function) for w in wraps for statement in before):
             continue  # into the model before it was wrapped
         return True
-    return _handed_to_a_loader(ctx, owner)
+    return _handed_to_a_loader(ctx, owner, [w for w in wraps if w.function is save.function])
 
 
 # A string starting with the wrapper's prefix given as an argument or assigned
 # (``k.replace("module.", "")``, ``key.startswith('module.')``, ``prefix = "module."``), not prose.
 _MODULE_PREFIX = re.compile(r"""[(\[,=]\s*[rbu]?["']module\.""")
+
+
+# ``name = k[7:]``: a key cut by the length of ``module.``.
+_PREFIX_CUT = re.compile(r"\w\[\s*7\s*:\s*\]")
 
 
 def _prefix_handled(ctx: Context) -> bool:
@@ -326,21 +340,31 @@ def _prefix_handled(ctx: Context) -> bool:
             isinstance(node, cst.SimpleString) and str(node.evaluated_value).startswith("module.")
             for node in walk(ctx.model.module)):
         return True  # (a docstring's "('module.' keys)" is prose, not such a string)
+    if _PREFIX_CUT.search(ctx.model.source):
+        return True
     project = ctx.model.project
     return project is not None and any(
         project.defined_where_text_matches(ctx.model, name, _MODULE_PREFIX) for name in ctx.model.imports.names)
 
 
-def _handed_to_a_loader(ctx: Context, owner: str) -> bool:
+def _handed_to_a_loader(ctx: Context, owner: str, wraps) -> bool:
     """Is the model handed to a project function that loads state dicts into what it is given
     (``restart_from_checkpoint(path, state_dict=model, optimizer=optimizer)``)? A resume through
     the same wrapper: its keys round-trip."""
     project = ctx.model.project
     for site in ctx.sites.sites:
         name = dotted(site.call.func)
-        if name and any(dotted(a.value) == owner for a in site.call.args) and (
-                (name in ctx.model.functions and "load_state_dict" in ctx.code(ctx.model.functions[name].node))
-                or (project is not None and project.may_mention(ctx.model, name, "load_state_dict"))):
+        if not name or not any(dotted(a.value) == owner for a in site.call.args):
+            continue
+        if any(w.function is site.function and ctx.sites.statement_order.get(id(site.statement), -1)
+               < ctx.sites.statement_order.get(id(w.statement), -1) for w in wraps):
+            continue  # handed over before it was wrapped: the plain model
+        helper = ctx.model.functions.get(name)
+        if helper is None and project is not None and project.may_mention(ctx.model, name, "load_state_dict"):
+            helper = project.function(ctx.model, name)  # read only where its module loads state at all
+        # the helper's own text, not its module's (a utils module that saves and loads)
+        if helper is not None and helper.owner is not None and \
+                "load_state_dict" in helper.owner.module.code_for_node(helper.node):
             return True
     return False
 
