@@ -103,8 +103,9 @@ def _passed_names(ctx: Context, wrap, save) -> Dict[str, str]:
     if callee is None or callee is save.function:
         return {}
     for site in ctx.sites.sites:
-        if site.function is save.function and dotted(site.call.func) == callee.name:
-            return {param: code for param, value in parameters_given(site.call, callee.params, False)
+        if site.function is save.function and ctx.sites.local_callee(site) is callee:
+            method = callee.cls is not None and isinstance(site.call.func, cst.Attribute)
+            return {param: code for param, value in parameters_given(site.call, callee.params, method)
                     for code in [dotted(value)] if code}
     return {}
 
@@ -316,12 +317,12 @@ def _loaded_through_the_wrapper(ctx: Context, owner: str, model: cst.BaseExpress
         elif load.receiver != owner:
             continue
         before = [load.statement] + [call.statement for call in ctx.sites.sites if load.function is not None
-                                     and dotted(call.call.func) == load.function.name]
+                                     and ctx.sites.local_callee(call) is load.function]
         if any(order.get(id(statement), -1) < order.get(id(w.statement), -1) and (
                 statement is not load.statement or w.function is load.function) for w in wraps for statement in before):
             continue  # into the model before it was wrapped
         return True
-    return _handed_to_a_loader(ctx, owner, [w for w in wraps if w.function is save.function])
+    return _handed_to_a_loader(ctx, owner, wrapped, save, [w for w in wraps if w.function is save.function])
 
 
 # A string starting with the wrapper's prefix given as an argument or assigned
@@ -347,14 +348,19 @@ def _prefix_handled(ctx: Context) -> bool:
         project.defined_where_text_matches(ctx.model, name, _MODULE_PREFIX) for name in ctx.model.imports.names)
 
 
-def _handed_to_a_loader(ctx: Context, owner: str, wraps) -> bool:
+def _handed_to_a_loader(ctx: Context, owner: str, wrapped, save, wraps) -> bool:
     """Is the model handed to a project function that loads state dicts into what it is given
     (``restart_from_checkpoint(path, state_dict=model, optimizer=optimizer)``)? A resume through
-    the same wrapper: its keys round-trip."""
+    the same wrapper: its keys round-trip. An argument is the model when it can be the same
+    wrapper object (``wrapped``); with no wrapper object known, when it is the same path in the
+    saving function."""
     project = ctx.model.project
     for site in ctx.sites.sites:
         name = dotted(site.call.func)
-        if not name or not any(dotted(a.value) == owner for a in site.call.args):
+        if not name or not any(
+                wrapped & set(ctx.model.objects.eval(a.value, site.function)) if wrapped
+                else site.function is save.function and dotted(a.value) == owner
+                for a in site.call.args):
             continue
         if any(w.function is site.function and ctx.sites.statement_order.get(id(site.statement), -1)
                < ctx.sites.statement_order.get(id(w.statement), -1) for w in wraps):
