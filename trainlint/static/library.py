@@ -96,10 +96,12 @@ class _Names:
 @dataclass(frozen=True)
 class Returned:
     """What a call hands back: the objects it was given (``roles`` and ``each`` None), objects of
-    these roles in order, or any number of objects of one role (``each``)."""
+    these roles in order, any number of objects of one role (``each``), or a copy of its one
+    argument (``copies``): new objects of the same kinds and classes."""
 
     roles: Optional[Tuple[str, ...]] = None
     each: Optional[str] = None
+    copies: bool = False
 
     def for_count(self, count: int) -> Optional[List[Optional[str]]]:
         """Roles of a tuple of ``count`` targets; None: the call's own arguments."""
@@ -343,6 +345,7 @@ def build(tables: Iterable[Tuple[str, Mapping[str, Any]]]) -> Library:
             returned = Returned(
                 roles=tuple(_role(source, r) for r in entry["roles"]) if "roles" in entry else None,
                 each=_role(source, entry["each"]) if "each" in entry else None,
+                copies=bool(entry.get("copies", False)),
             )
             if "calls" in entry:
                 library.returning_calls.insert(0, (_names(source, entry), returned))

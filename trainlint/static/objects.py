@@ -569,7 +569,10 @@ class ObjectFlow:
     def _handed_back(self, call, returned: library.Returned, positional, fn, bound, depth) -> Objects:
         """``accelerator.prepare(model, opt, loader)`` hands back its arguments in order;
         ``deepspeed.initialize`` an engine and an optimizer; ``self.optimizers()`` any number of
-        optimizers (one object, its entries the others)."""
+        optimizers (one object, its entries the others); ``copy.deepcopy(model)`` a new object of
+        each kind and class its argument can be (an EMA copy put in eval is not the model)."""
+        if returned.copies:
+            return frozenset(self._copy(call, o) for o in self.eval(positional[0], fn, bound, depth)) if positional else NONE
         if returned.each is not None:
             first = self._allocate(call, Role(returned.each), dotted(call.func) or "returned")
             for index in range(1, _MAX_UNPACKED):
@@ -587,6 +590,13 @@ class ObjectFlow:
         for index, objects in enumerate(entries):
             holder.store(f"[{index}]", objects)
         return frozenset({holder})
+
+    def _copy(self, call: cst.Call, original: Obj) -> Obj:
+        copy = self._allocate(call, original.role, original.name, original.cls, index=id(original),
+                              module=original.class_module() if original.cls is not None else None)
+        copy.unknown = original.unknown or original.origin is not None
+        copy.given_parameters = original.given_parameters
+        return copy
 
     def _library_returns(self, call: cst.Call, fn, bound, depth) -> Optional[library.Returned]:
         """What a library call hands back (``accelerator.prepare(...)``), when the descriptions

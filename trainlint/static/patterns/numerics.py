@@ -711,7 +711,12 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             else _module_output(model, ret, ops, depth + 1, builder, bound)
             for ret in builder.returns
         ])
-    built = [o for o in model.objects.eval(value, scope) if o.cls is not None and not o.unknown]
+    objects = model.objects.eval(value, scope)
+    built = [o for o in objects if o.cls is not None and not o.unknown]
+    if built and all(o.cls != cls for o in built):
+        # a call that hands back instances of other classes (``deepcopy(net)``, a builder in
+        # another module): what those instances' forwards return
+        return _instances_forward_output(objects, model, caller_scope, ops, depth, bound, call, element)
     init = model.method_of_class(dotted(value.func) or "", "__init__")
     if init is not None:
         # what the construction passes its ``__init__`` (``Seq2Seq(encoder, decoder)``): the
