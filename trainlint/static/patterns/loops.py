@@ -1028,8 +1028,10 @@ def _backpropagated_by(site) -> Set[str]:
 
 # --------------------------------------------------------------------------- TL901
 def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
+    # Something is trained here: an optimizer is built or named, or a loop trains (through
+    # the project's own methods that step optimizers built elsewhere).
     has_optimizer = any(r.kind == OPTIMIZER for r in ctx.model.roles.roles.values()) or "optim" in ctx.model.source
-    if not has_optimizer:
+    if not has_optimizer and not ctx.sites.training_loops():
         return
     stateful, scheduled = _state_lost_on_resume(ctx)
     if not stateful and not scheduled:
@@ -1044,7 +1046,8 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         # A checkpoint dict (weights plus epoch/step/...) is meant for resuming; so is a bare
         # model.state_dict() saved every N steps while a stateful optimizer and a schedule run.
         # Other bare weights are an export ("best.pt", the final model), fine mid-training.
-        if not _is_checkpoint_dict(saved) and not (_periodic_weights(ctx, site, saved) and stateful and scheduled):
+        if not _is_checkpoint_dict(saved) and not (_periodic_weights(ctx, site, saved) and stateful and scheduled) \
+                and not (_is_state_dict(saved) and _reloaded_before_training(ctx, site)):
             continue
         state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
         if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
@@ -1057,7 +1060,7 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         # A warning where a resume of this program loses what it relies on: it loads weights back
         # into a model to go on training, and the schedule starts over (the learning rate jumps
         # back). Optimizer moments alone, or an export nothing resumes from, are advice.
-        resume = _resume_load(ctx)
+        resume = _resume_load(ctx, [n for n in state_dicts if isinstance(n.func, cst.Attribute)], site.function)
         yield Match("TL901", site.call, lambda line_of, c=site.call, lost=schedule_lost, r=resume: not_resumable_message(
             ctx.label(c),
             [what + _built_at(line_of, calls) for what, calls in stateful],
@@ -1068,16 +1071,24 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
         ), advice=resume is None or not schedule_lost)
 
 
-def _resume_load(ctx: Context) -> Optional[cst.Call]:
+def _resume_load(ctx: Context, saved: List[cst.Call], saving: Optional[Function]) -> Optional[cst.Call]:
     """Where the program puts saved weights back into a model it trains (``model.load_state_dict(
-    torch.load(path))``): a resume path. A load into an optimizer or scheduler alone is not one."""
+    torch.load(path))``): a resume path, the load into a model the checkpoint saves (``saved``, its
+    ``state_dict()`` calls in ``saving``) first. A load into an optimizer or scheduler alone is not
+    one."""
+    objects = ctx.model.objects
+    models = {o for call in saved for o in objects.eval(call.func.value, saving)}
+    found = None
     for site in ctx.sites.named("load_state_dict"):
         role = ctx.model.roles.get(site.receiver) if site.receiver else None
         if role is not None and role.kind in (OPTIMIZER, SCHEDULER):
             continue
         if _before_training(ctx, site):
+            if not isinstance(site.call.func, cst.Attribute) or models.isdisjoint(objects.eval(site.call.func.value, site.function)):
+                found = found or site.call
+                continue
             return site.call
-    return None
+    return found
 
 
 def _before_training(ctx: Context, site) -> bool:
@@ -1226,6 +1237,12 @@ def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
         assigns = site.function.assigns if site.function is not None else ctx.model.module_assigns
         sources = [v for t, v in assigns if isinstance(t, cst.Name) and t.value == value.value]
         extra = [v for t, v in assigns if isinstance(t, cst.Subscript) and dotted(t.value) == value.value]
+        if len(sources) > 1 and all(_is_dict_literal(v) for v in sources):
+            # ``state = {...}`` then ``state = {**state, "weights": ...}`` (or one dict per branch):
+            # the entries of all of those written before the save
+            at = ctx.model.preorder.index(site.call) or 0
+            before = [v for v in sources + extra if (ctx.model.preorder.index(v) or 0) < at]
+            return cst.List([cst.Element(v) for v in before]) if before else None
         if len(sources) != 1:
             return None
         if extra:
@@ -1303,6 +1320,27 @@ def _resumed_from(ctx: Context, site) -> bool:
         for name, value in assigns)
 
 
+def _reloaded_before_training(ctx: Context, site) -> bool:
+    """Does the program load what this call saves (the same path, written the same way) back into
+    a model before it trains (``if (logdir / "latest.pt").exists(): agent.load_state_dict(
+    torch.load(logdir / "latest.pt"))``)? Then the bare weights saved are the run's resume point."""
+    if len(site.call.args) < 2:
+        return False
+    path = ctx.code(site.call.args[1].value)
+    for load in ctx.sites.named("load_state_dict"):
+        if not load.call.args or not _before_training(ctx, load):
+            continue
+        given = load.call.args[0].value
+        if isinstance(given, cst.Name):  # ``weights = torch.load(path)`` first
+            scope = load.function.assigns if load.function is not None else ctx.model.module_assigns
+            values = [v for t, v in scope if isinstance(t, cst.Name) and t.value == given.value]
+            given = values[0] if len(values) == 1 else given
+        if isinstance(given, cst.Call) and dotted(given.func) == "torch.load" and given.args \
+                and ctx.code(given.args[0].value) == path:
+            return True
+    return False
+
+
 _RESUME_COUNTER = re.compile(r"epoch|step", re.IGNORECASE)
 
 
@@ -1324,6 +1362,10 @@ def _is_checkpoint_dict(saved: Optional[cst.BaseExpression]) -> bool:
     if isinstance(saved, cst.Dict):
         return len(saved.elements) >= 2
     return isinstance(saved, cst.Call) and dotted(saved.func) == "dict" and len(saved.args) >= 2
+
+
+def _is_dict_literal(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Dict) or (isinstance(node, cst.Call) and dotted(node.func) == "dict")
 
 
 def _is_state_dict(node: cst.CSTNode) -> bool:
