@@ -395,7 +395,7 @@ class Project:
             # another distribution installed beside the checked package is not its project
             bases = [base for base in bases if base.name not in _INSTALL_DIRECTORIES]
         if not level and parts and importer is not None and importer.path is not None:
-            bases = bases + _named_ancestors(_directory_of(importer.path), parts[0])
+            bases = bases + _named_ancestors(_directory_of(importer.path), parts[0]) + _search_path_of(importer)
         key = (tuple(bases), ".".join(parts))
         if key not in _FOUND:
             _FOUND[key] = _first_file(bases, parts)
@@ -660,6 +660,43 @@ def _named_ancestors(directory: Path, package: str) -> List[Path]:
 
 
 _PACKAGE_DEPTH = 4  # directories above an importer looked at for the package it names
+
+
+def _search_path_of(importer: ModuleModel) -> List[Path]:
+    """The directories the importer puts on ``sys.path`` before its imports, itself or through a
+    module beside it that it imports first (``import _init_paths``)."""
+    import libcst as cst
+
+    from .names import dotted
+    from .search_path import declared_roots
+
+    path = Path(importer.path)
+    stamp = _stamp(path)
+    cached = _SEARCH_PATHS.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    found = declared_roots(importer)
+    for statement in importer.module.body:
+        names = []
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Import):
+                    names += [dotted(alias.name) for alias in small.names]
+                elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                    names.append(dotted(small.module))
+        for name in names:
+            sibling = path.parent / f"{name}.py" if name and "." not in name else None
+            if sibling is None or sibling == path or not sibling.is_file() or not _text_matches(sibling, _SEARCH_PATH_TEXT):
+                continue
+            model = _load(sibling)
+            if model is not None:
+                found += [d for d in declared_roots(model) if d not in found]
+    _SEARCH_PATHS[path] = (stamp, found)
+    return found
+
+
+_SEARCH_PATHS: Dict[Path, Tuple[Optional[Tuple[int, int]], List[Path]]] = {}
+_SEARCH_PATH_TEXT = re.compile(r"sys\.path|addsitedir")
 
 
 def _first_file(bases: List[Path], parts: List[str]) -> Optional[Path]:

@@ -13,6 +13,7 @@ import libcst as cst
 
 from .module import Function, ModuleModel, block
 from .names import dotted
+from .project import names_an_import
 from .walk import children
 
 
@@ -177,7 +178,24 @@ class SiteIndex:
         the text of a training event (read without parsing: see ``Project.may_train``)."""
         project = self.model.project
         name = dotted(site.call.func)
-        return project is not None and name is not None and project.may_train(self.model, name)
+        if project is None or name is None:
+            return False
+        if project.may_train(self.model, name):
+            return True
+        func = site.call.func
+        if not isinstance(func, cst.Attribute) or names_an_import(self.model, name.split(".", 1)[0]):
+            return False
+        # ``trainer.train_step(batch)``: a method of the instances the receiver can be, defined in
+        # another module of the project, that trains
+        reached = self.model.objects.eval(func.value, site.function)
+        if not reached or any(o.cls is None or o.unknown for o in reached):
+            return False
+        for obj in reached:
+            owner = obj.class_module()
+            method = owner.method_of_class(obj.cls, func.attr.value) if owner is not None and owner is not self.model else None
+            if method is None or method.owner is None or not method.owner.sites().trains(method):
+                return False
+        return True
 
     def trains(self, fn: Function, depth: int = 0) -> bool:
         """Does this function (or a local function it calls) backpropagate or step an optimizer?"""

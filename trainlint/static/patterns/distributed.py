@@ -62,8 +62,9 @@ def _wrapper_of(ctx: Context, model: cst.BaseExpression, save) -> Optional[str]:
     values = [v for v in assigned if isinstance(v, cst.Call)]
     if assigned:
         # a path assigned here: the wrappers among its own values (``raw_model = model`` before
-        # ``model = DDP(model)`` is the plain model, which objects, blind to order, would blur)
-        made = (o for v in values for o in ctx.model.objects.eval(v, fn))
+        # ``model = DDP(model)`` is the plain model, which objects, blind to order, would blur;
+        # so is ``ema = deepcopy(model)`` before it)
+        made = (o for v in values for o in _made_by(ctx, v, fn))
     else:
         # an entry or an attribute set elsewhere (a dict entry replaced by its wrapper, a model
         # handed to a trainer): the objects it can be
@@ -81,6 +82,32 @@ def _wrapper_of(ctx: Context, model: cst.BaseExpression, save) -> Optional[str]:
             continue  # ``if distributed:`` where every call passes distributed=False
         return kind
     return None
+
+
+def _made_by(ctx: Context, value: cst.Call, fn) -> Iterable:
+    """The objects ``value`` makes; for a copy of a name of this scope (``deepcopy(model)``), copies
+    of what the name's assignments before it made."""
+    copied = _unmoved_call(value)
+    qualified = ctx.qualify(copied.func) if isinstance(copied.func, (cst.Name, cst.Attribute)) else None
+    returned = library.current().returns_given(qualified, dotted(copied.func) or "", None, method=False) if qualified else None
+    if returned is None or not returned.copies or len(copied.args) != 1 or not isinstance(copied.args[0].value, cst.Name):
+        return ctx.model.objects.eval(value, fn)
+    name = copied.args[0].value.value
+    preorder = ctx.model.preorder
+    at = preorder.index(copied) or 0
+    before = [v for t, v in (fn.assigns if fn is not None else ctx.model.module_assigns)
+              if isinstance(t, cst.Name) and t.value == name and (preorder.index(t) or 0) < at]
+    if not before:
+        return ctx.model.objects.eval(value, fn)
+    return [o for v in before if isinstance(v, cst.Call) for o in _made_by(ctx, v, fn)]
+
+
+def _unmoved_call(value: cst.Call) -> cst.Call:
+    """``deepcopy(model)`` of ``deepcopy(model).to(device)``."""
+    while isinstance(value.func, cst.Attribute) and value.func.attr.value in ("to", "cuda", "cpu", "eval", "train", "float", "half") \
+            and isinstance(value.func.value, cst.Call):
+        value = value.func.value
+    return value
 
 
 def _contradicts(ctx: Context, tests, others, renamed: Optional[Dict[str, str]] = None) -> bool:

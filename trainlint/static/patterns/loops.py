@@ -728,13 +728,14 @@ def no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
 def loss_graph_retained(ctx: Context) -> Iterable[Match]:
     training = {id(loop) for loop in ctx.sites.training_loops()}
     for fn in [None] + list(ctx.model.all_functions):
-        losses = _backpropagated_names(ctx, fn)
+        returned = _returned_with_graph(ctx, fn)
+        losses = _backpropagated_names(ctx, fn) | returned
         if not losses:
             continue
         for aug in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns):
             carried = _carried(aug.value, losses) if isinstance(aug.operator, cst.AddAssign) else None
             if carried is not None:
-                yield from _retained(ctx, aug, carried, training, fn)
+                yield from _retained(ctx, aug, carried, training, fn, returned=returned)
         for site in ctx.sites.in_function(fn):
             if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_container(ctx, site.call.func.value, fn):
                 carried = _carried(site.call.args[0].value, losses)
@@ -742,9 +743,10 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
                 if carried is None and element in losses:
                     carried = element  # ``losses.append(total)`` then ``losses[-1].backward()``
                 if carried is not None:
-                    yield from _retained(ctx, site.call, carried, training, fn, site)
+                    yield from _retained(ctx, site.call, carried, training, fn, site, returned=returned)
         for store, name in _keyed_stores(ctx, fn, losses):
-            yield from _retained(ctx, store, name, training, fn)
+            yield from _retained(ctx, store, name, training, fn, returned=returned)
+        yield from _handed_to_a_keeper(ctx, fn, losses, training)
     yield from _evaluation_losses_kept(ctx)
 
 
@@ -859,14 +861,156 @@ def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:
             ))
 
 
-def _retained(ctx, node, name, training, fn, site=None) -> Iterable[Match]:
+def _handed_to_a_keeper(ctx: Context, fn: Optional[Function], losses: Set[str], training) -> Iterable[Match]:
+    """``self.metrics.add_losses(loss_g.item(), loss_d)`` in a training loop, where the project
+    method appends its parameter to a list of its object (``self.d_losses.append(l_d)``) or adds it
+    to a running total: the object outlives the step, and keeps every step's graph."""
+    for site in ctx.sites.in_function(fn):
+        if not site.call.args or not any(id(loop) in training for loop in site.loops):
+            continue
+        carried = [(given, _carried(_unindexed(given.value), losses)) for given in site.call.args if not given.star]
+        carried = [(given, name) for given, name in carried if name is not None]
+        if not carried or not isinstance(site.call.func, cst.Attribute) \
+                or _made_each_iteration(site.call.func.value, site.loops, training):
+            continue
+        callee = _project_callee(ctx, site)
+        if callee is None or callee.cls is None or callee.owner is None:
+            continue
+        positional = [a for a in site.call.args if a.keyword is None and not a.star]
+        for given, name in carried:
+            param = given.keyword.value if given.keyword is not None else (
+                callee.params[positional.index(given) + 1] if positional.index(given) + 1 < len(callee.params) else None)
+            store = _kept_by_the_object(callee, param) if param else None
+            if store is None:
+                continue
+            yield Match("TL503", site.call, lambda line_of, c=ctx.code(site.call), a=ctx.code(given.value), n=name,
+                        k=callee.owner.module.code_for_node(store).strip(), m=f"{callee.cls}.{callee.name}": (
+                f"`{c}` hands `{a}`, a tensor that still holds the graph of `{n}`, to {m}, which keeps it "
+                f"on its object (`{k}`): every iteration's autograd graph stays alive with it, so memory "
+                f"grows with every step until the run is out of memory (or slows down); pass {a}.item() "
+                f"(or {a}.detach())."))
+            break
+
+
+def _unindexed(value: cst.BaseExpression) -> cst.BaseExpression:
+    """``loss_d[0]``: an element of a tensor is a view that keeps its graph."""
+    while isinstance(value, cst.Subscript):
+        value = value.value
+    return value
+
+
+def _kept_by_the_object(method: Function, param: str) -> Optional[cst.CSTNode]:
+    """The statement of ``method`` that keeps (a tensor computed from) ``param`` on ``self`` past
+    the call: ``self.history.append(param)``, ``self.total += param``."""
+    if not method.params or param not in method.params[1:]:
+        return None
+    me = method.params[0]
+    for node in walk(method.node):
+        if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) \
+                and (dotted(node.target) or "").startswith(me + ".") and _carried(node.value, {param}):
+            return node
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
+                and (dotted(node.func.value) or "").startswith(me + ".") and len(node.args) == 1 \
+                and _carried(node.args[0].value, {param}):
+            return node
+    return None
+
+
+def _returned_with_graph(ctx: Context, fn: Optional[Function]) -> Set[str]:
+    """Names of ``fn`` bound to what a project function returns after running backward on it
+    (``losses = trainer.train_step(batch)`` returning the losses it backpropagated), and the names
+    unpacked from them (``*parts, total = losses``): tensors that still hold their graphs."""
+    calls = {id(site.call): site for site in ctx.sites.in_function(fn)}
+    found: Set[str] = set()
+    assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    graphs = set()  # the assignments binding such a return
+    for target, value in assigns:
+        value = _unmoved(value) if value is not None else None
+        site = calls.get(id(value)) if isinstance(value, cst.Call) else None
+        if site is None or not isinstance(target, (cst.Name, cst.Tuple, cst.List)):
+            continue
+        callee = _project_callee(ctx, site)
+        if callee is None or callee.owner is None or not _returns_backpropagated(callee):
+            continue
+        if isinstance(target, cst.Name):
+            found.add(target.value)
+            graphs.add(id(target))
+        else:  # ``box, _, total = trainer.train_step(batch)``
+            found.update(_unpacked_names(target))
+    preorder = ctx.model.preorder
+    for target, value in assigns:  # ``a, b, total = losses``, losses last bound to such a return
+        if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, cst.Name) or value.value not in found:
+            continue
+        at = preorder.index(target) or 0
+        bound = [(preorder.index(t) or 0, t) for t, _ in assigns
+                 if isinstance(t, cst.Name) and t.value == value.value and (preorder.index(t) or 0) < at]
+        if bound and id(max(bound, key=lambda b: b[0])[1]) in graphs:
+            found.update(_unpacked_names(target))
+    return found
+
+
+def _unpacked_names(target) -> Set[str]:
+    names = set()
+    for element in target.elements:
+        named = element.value.value if isinstance(element.value, cst.StarredElement) else element.value
+        if isinstance(named, cst.Name) and named.value != "_":
+            names.add(named.value)
+    return names
+
+
+def _project_callee(ctx: Context, site) -> Optional[Function]:
+    """The project function a call runs: one of this module, a method of the instances the
+    receiver can be (objects), or a function imported from the project."""
+    local = ctx.sites.local_callee(site)
+    if local is not None:
+        return local
+    func = site.call.func
+    if isinstance(func, cst.Attribute):
+        reached = ctx.model.objects.eval(func.value, site.function)
+        if reached and all(o.cls is not None and not o.unknown for o in reached):
+            methods = set()
+            for obj in reached:
+                owner = obj.class_module()
+                methods.add(owner.method_of_class(obj.cls, func.attr.value) if owner is not None else None)
+            return methods.pop() if len(methods) == 1 else None
+    name = dotted(func)
+    project = ctx.model.project
+    if name and project is not None and name.split(".", 1)[0] in ctx.model.imports.names:
+        return project.function(ctx.model, name)
+    return None
+
+
+def _returns_backpropagated(fn: Function) -> bool:
+    """Does ``fn`` return a value it ran backward on (``loss``, ``losses`` of
+    ``losses.total.backward()``, or a tuple holding one), not a number taken from it?"""
+    if not fn.returns or "backward" not in fn.owner.source:
+        return False
+    backpropagated = set()
+    for site in fn.owner.sites().in_function(fn):
+        if site.name == "backward" and isinstance(site.call.func, cst.Attribute):
+            receiver = site.call.func.value
+            if isinstance(receiver, cst.Call) and receiver.args:  # scaler.scale(loss).backward()
+                receiver = receiver.args[0].value
+            root = (dotted(receiver) or "").split(".", 1)[0]
+            if root:
+                backpropagated.add(root)
+    if not backpropagated:
+        return False
+    for value in fn.returns:
+        elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+        if any(isinstance(e, cst.Name) and e.value in backpropagated for e in elements):
+            return True
+    return False
+
+
+def _retained(ctx, node, name, training, fn, site=None, returned=frozenset()) -> Iterable[Match]:
     loops = site.loops if site is not None else ctx.sites.loops_of.get(id(node), ())
     if not any(id(loop) in training for loop in loops) and not (
             not loops and _outlives_call(node, fn) and any(ctx.sites.in_training_loop(c) for c in ctx.sites.calls_of(fn))):
         return
     if _rebound_detached(ctx, fn, name):
         return  # ``loss = loss.item()`` somewhere before: which value is accumulated is not proven
-    if not _kept_value_backpropagated(ctx, fn, name, node):
+    if name not in returned and not _kept_value_backpropagated(ctx, fn, name, node):
         return  # ``loss = outputs.loss`` of an evaluation after the training loop: another value
     if isinstance(node, cst.AugAssign) and loops and _reset_in_loop(node.target, loops[-1]):
         return  # the accumulator starts again every pass (every optimizer step): memory is bounded
@@ -1092,16 +1236,32 @@ def _resume_load(ctx: Context, saved: List[cst.Call], saving: Optional[Function]
 
 
 def _before_training(ctx: Context, site) -> bool:
-    """Training runs after this statement in its function: a training loop there, or a call of a
-    function of this module that trains (a load after training is a final evaluation's)."""
+    """Training runs after this statement in its function: a backward or an optimizer step there,
+    or in a function of this module called there (a load after training is a final evaluation's,
+    and a loop over checkpoints that only evaluates does not train, whatever it calls elsewhere)."""
     order = ctx.sites.statement_order
     at = order.get(id(site.statement), -1)
-    for loop in ctx.sites.training_loops():
-        if ctx.sites.function_of_loop.get(id(loop)) is site.function and order.get(id(loop), -1) > at:
-            return True
     for later in ctx.sites.in_function(site.function):
-        callee = ctx.sites.local_callee(later) if order.get(id(later.statement), -1) > at else None
-        if callee is not None and ctx.sites.trains(callee):
+        if order.get(id(later.statement), -1) <= at:
+            continue
+        if ctx.sites.is_step_itself(later):
+            return True
+        callee = ctx.sites.local_callee(later)
+        if callee is not None and _runs_a_step(ctx, callee, set()):
+            return True
+    return False
+
+
+def _runs_a_step(ctx: Context, fn: Function, seen: Set[int]) -> bool:
+    """Does ``fn``, or a function of this module it calls, run a backward or an optimizer step?"""
+    if id(fn.node) in seen or len(seen) > 8:
+        return False
+    seen.add(id(fn.node))
+    for site in ctx.sites.in_function(fn):
+        if ctx.sites.is_step_itself(site):
+            return True
+        callee = ctx.sites.local_callee(site)
+        if callee is not None and _runs_a_step(ctx, callee, seen):
             return True
     return False
 
@@ -1377,6 +1537,15 @@ def _is_optimizer_state(ctx: Context, call: cst.Call) -> bool:
     role = ctx.model.roles.get(owner)
     return role is not None and role.kind == OPTIMIZER
 
+
+def _losses_from_project_kept(ctx: Context) -> Iterable[Match]:
+    """TL503 in a file that runs no backward itself: the losses a project function backpropagated
+    and returned (``losses = trainer.train_step(batch)``), kept by ``total += losses.total``."""
+    if "+=" in ctx.model.source or "append(" in ctx.model.source:
+        yield from loss_graph_retained(ctx)
+
+
+THROUGH_PROJECT = {"TL503": _losses_from_project_kept}
 
 RULES = {
     "TL202": accumulation_remainder_dropped,
