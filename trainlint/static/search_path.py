@@ -79,7 +79,7 @@ def declared_roots(model: "ModuleModel") -> List[Path]:
     def call(expr: cst.Call, depth: int) -> _Value:
         name = dotted(expr.func) or ""
         qualified = model.imports.qualify(expr.func) or name
-        last = name.rsplit(".", 1)[-1]
+        last = expr.func.attr.value if isinstance(expr.func, cst.Attribute) else name
         args = [a.value for a in expr.args if a.keyword is None and not a.star]
         receiver = evaluate(expr.func.value, depth + 1) if isinstance(expr.func, cst.Attribute) and last in ("resolve", "absolute") else None
         if receiver is not None:
