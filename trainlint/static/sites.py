@@ -39,10 +39,14 @@ class CallSite:
         return dotted(func.value) if isinstance(func, cst.Attribute) else None
 
 
+_PROJECT_DEPTH = 3  # modules a training call is followed through (a loop, its epoch function, its step)
+
+
 class SiteIndex:
     def __init__(self, model: ModuleModel) -> None:
         # The model owns its index (``model.sites()``): a strong link back would make a cycle.
         self.model = weakref.proxy(model)
+        self._model_ref = weakref.ref(model)  # the model itself, for tables keyed by it weakly
         self.sites: List[CallSite] = []
         self.statement_order: Dict[int, int] = {}  # id(statement) -> pre-order position
         self.loops_of: Dict[int, Tuple[cst.CSTNode, ...]] = {}  # id(small statement) -> enclosing loops
@@ -173,29 +177,53 @@ class SiteIndex:
             return role is not None and role.kind in ("optimizer", "scaler")
         return False
 
-    def _trains_in_project(self, site: CallSite) -> bool:
-        """A call of another module's project function whose definition (or what it calls) has
-        the text of a training event (read without parsing: see ``Project.may_train``)."""
+    def _trains_in_project(self, site: CallSite, depth: int = 0) -> bool:
+        """A call of another module's project function that runs a backward or an optimizer step
+        (itself or through what it calls): an imported ``train_one_epoch``, or ``trainer.train_step``
+        of the instances the receiver can be. Its module's text decides first, without parsing
+        (``Project.may_train``); a function found is then read: one that only evaluates does not
+        train, whatever its module's text holds."""
         project = self.model.project
         name = dotted(site.call.func)
         if project is None or name is None:
             return False
         if project.may_train(self.model, name):
-            return True
+            function = project.function(self._model_ref(), name)
+            if function is None or function.owner is None:
+                return True  # a class, or a name the module assigns: what it does is not read here
+            return function.owner.sites().runs_a_step(function, depth=depth + 1)
         func = site.call.func
         if not isinstance(func, cst.Attribute) or names_an_import(self.model, name.split(".", 1)[0]):
             return False
         # ``trainer.train_step(batch)``: a method of the instances the receiver can be, defined in
-        # another module of the project, that trains
+        # another module of the project
         reached = self.model.objects.eval(func.value, site.function)
         if not reached or any(o.cls is None or o.unknown for o in reached):
             return False
         for obj in reached:
             owner = obj.class_module()
             method = owner.method_of_class(obj.cls, func.attr.value) if owner is not None and owner is not self.model else None
-            if method is None or method.owner is None or not method.owner.sites().trains(method):
+            if method is None or method.owner is None or not method.owner.sites().runs_a_step(method, depth=depth + 1):
                 return False
         return True
+
+    def runs_a_step(self, fn: Function, seen: Optional[Set[int]] = None, depth: int = 0) -> bool:
+        """Does ``fn``, or a function it calls (of this module, or of the project a few modules
+        deep), run a backward or an optimizer step itself?"""
+        seen = set() if seen is None else seen
+        if id(fn.node) in seen or len(seen) > 8:
+            return False
+        seen.add(id(fn.node))
+        for site in self.in_function(fn):
+            if self.is_step_itself(site):
+                return True
+            callee = self.local_callee(site)
+            if callee is not None:
+                if self.runs_a_step(callee, seen, depth):
+                    return True
+            elif depth < _PROJECT_DEPTH and self._trains_in_project(site, depth):
+                return True
+        return False
 
     def trains(self, fn: Function, depth: int = 0) -> bool:
         """Does this function (or a local function it calls) backpropagate or step an optimizer?"""

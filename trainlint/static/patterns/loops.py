@@ -1236,32 +1236,18 @@ def _resume_load(ctx: Context, saved: List[cst.Call], saving: Optional[Function]
 
 
 def _before_training(ctx: Context, site) -> bool:
-    """Training runs after this statement in its function: a backward or an optimizer step there,
-    or in a function of this module called there (a load after training is a final evaluation's,
-    and a loop over checkpoints that only evaluates does not train, whatever it calls elsewhere)."""
+    """Training runs after this statement in its function: a training loop there, or a call of a
+    function of this module that runs a backward or an optimizer step (a load after training is a
+    final evaluation's, and an evaluation helper called after it does not train, whatever it calls
+    elsewhere)."""
     order = ctx.sites.statement_order
     at = order.get(id(site.statement), -1)
+    for loop in ctx.sites.training_loops():
+        if ctx.sites.function_of_loop.get(id(loop)) is site.function and order.get(id(loop), -1) > at:
+            return True
     for later in ctx.sites.in_function(site.function):
-        if order.get(id(later.statement), -1) <= at:
-            continue
-        if ctx.sites.is_step_itself(later):
-            return True
-        callee = ctx.sites.local_callee(later)
-        if callee is not None and _runs_a_step(ctx, callee, set()):
-            return True
-    return False
-
-
-def _runs_a_step(ctx: Context, fn: Function, seen: Set[int]) -> bool:
-    """Does ``fn``, or a function of this module it calls, run a backward or an optimizer step?"""
-    if id(fn.node) in seen or len(seen) > 8:
-        return False
-    seen.add(id(fn.node))
-    for site in ctx.sites.in_function(fn):
-        if ctx.sites.is_step_itself(site):
-            return True
-        callee = ctx.sites.local_callee(site)
-        if callee is not None and _runs_a_step(ctx, callee, seen):
+        callee = ctx.sites.local_callee(later) if order.get(id(later.statement), -1) > at else None
+        if callee is not None and ctx.sites.runs_a_step(callee):
             return True
     return False
 
