@@ -188,9 +188,11 @@ class SiteIndex:
         if project is None or name is None:
             return False
         if project.may_train(self.model, name):
-            function = project.function(self._model_ref(), name)
+            model = self._model_ref()
+            # a function, or the ``__init__`` of a class (``Dataset(...)`` builds, it does not train)
+            function = project.function(model, name) or project.method(model, name, "__init__")
             if function is None or function.owner is None:
-                return True  # a class, or a name the module assigns: what it does is not read here
+                return True  # a name the module assigns or re-exports: what it does is not read here
             return function.owner.sites().runs_a_step(function, depth=depth + 1)
         func = site.call.func
         if not isinstance(func, cst.Attribute) or names_an_import(self.model, name.split(".", 1)[0]):
