@@ -260,6 +260,28 @@ class SiteIndex:
                 return self.model.methods.get((classes.pop(), func.attr.value))
         return None
 
+    def project_callee(self, site: CallSite) -> Optional[Function]:
+        """The project function a call runs: one of this module (``local_callee``), a method of
+        the instances of another module's class the receiver can be (objects), or a function
+        imported from the project."""
+        local = self.local_callee(site)
+        if local is not None:
+            return local
+        func = site.call.func
+        if isinstance(func, cst.Attribute):
+            reached = self.model.objects.eval(func.value, site.function)
+            if reached and all(o.cls is not None and not o.unknown for o in reached):
+                methods = set()
+                for obj in reached:
+                    owner = obj.class_module()
+                    methods.add(owner.method_of_class(obj.cls, func.attr.value) if owner is not None else None)
+                return methods.pop() if len(methods) == 1 else None
+        name = dotted(func)
+        project = self.model.project
+        if name and project is not None and name.split(".", 1)[0] in self.model.imports.names:
+            return project.function(self._model_ref(), name)
+        return None
+
     def training_loops(self) -> List[cst.CSTNode]:
         if self._training_loops is None:
             loops: Dict[int, cst.CSTNode] = {}

@@ -873,7 +873,7 @@ def _handed_to_a_keeper(ctx: Context, fn: Optional[Function], losses: Set[str], 
         if not carried or not isinstance(site.call.func, cst.Attribute) \
                 or _made_each_iteration(site.call.func.value, site.loops, training):
             continue
-        callee = _project_callee(ctx, site)
+        callee = ctx.sites.project_callee(site)
         if callee is None or callee.cls is None or callee.owner is None:
             continue
         positional = [a for a in site.call.args if a.keyword is None and not a.star]
@@ -929,7 +929,7 @@ def _returned_with_graph(ctx: Context, fn: Optional[Function]) -> Set[str]:
         site = calls.get(id(value)) if isinstance(value, cst.Call) else None
         if site is None or not isinstance(target, (cst.Name, cst.Tuple, cst.List)):
             continue
-        callee = _project_callee(ctx, site)
+        callee = ctx.sites.project_callee(site)
         if callee is None or callee.owner is None or not _returns_backpropagated(callee):
             continue
         if isinstance(target, cst.Name):
@@ -956,28 +956,6 @@ def _unpacked_names(target) -> Set[str]:
         if isinstance(named, cst.Name) and named.value != "_":
             names.add(named.value)
     return names
-
-
-def _project_callee(ctx: Context, site) -> Optional[Function]:
-    """The project function a call runs: one of this module, a method of the instances the
-    receiver can be (objects), or a function imported from the project."""
-    local = ctx.sites.local_callee(site)
-    if local is not None:
-        return local
-    func = site.call.func
-    if isinstance(func, cst.Attribute):
-        reached = ctx.model.objects.eval(func.value, site.function)
-        if reached and all(o.cls is not None and not o.unknown for o in reached):
-            methods = set()
-            for obj in reached:
-                owner = obj.class_module()
-                methods.add(owner.method_of_class(obj.cls, func.attr.value) if owner is not None else None)
-            return methods.pop() if len(methods) == 1 else None
-    name = dotted(func)
-    project = ctx.model.project
-    if name and project is not None and name.split(".", 1)[0] in ctx.model.imports.names:
-        return project.function(ctx.model, name)
-    return None
 
 
 def _returns_backpropagated(fn: Function) -> bool:

@@ -7,6 +7,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from .. import library
 from ..calls import arg, is_none, literal_bool, literal_number
 from ..module import Function, ModuleModel
 from ..names import dotted, plain_key
@@ -209,13 +210,19 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
         return
     for site in ctx.sites.sites:
         name = dotted(site.call.func)
-        if not name or not site.call.args or name.split(".", 1)[0] not in ctx.model.imports.names \
-                or ctx.sites.local_callee(site) is not None or not project.defined_where_text_matches(ctx.model, name, _CROSS_ENTROPY_TEXT):
+        if not site.call.args or ctx.sites.local_callee(site) is not None:
             continue
-        callee = project.function(ctx.model, name)
-        if callee is None or callee.owner is None or callee.owner is ctx.model or callee.cls is not None:
+        imported = bool(name) and name.split(".", 1)[0] in ctx.model.imports.names
+        if imported and not project.defined_where_text_matches(ctx.model, name, _CROSS_ENTROPY_TEXT):
             continue
-        bound = _bind(None, callee, site.call, site.function, ctx.model, method=False)
+        if not imported and not isinstance(site.call.func, cst.Attribute):
+            continue
+        # an imported function, or a method of another module's class (``client.train(net=...)``)
+        callee = ctx.sites.project_callee(site)
+        if callee is None or callee.owner is None or callee.owner is ctx.model or (imported and callee.cls is not None) \
+                or not _CROSS_ENTROPY_TEXT.search(callee.owner.source):
+            continue
+        bound = _bind(None, callee, site.call, site.function, ctx.model, method=callee.cls is not None)
         if not bound:
             continue
         inside = Context(callee.owner, callee.owner.sites())
@@ -711,6 +718,12 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
             else _module_output(model, ret, ops, depth + 1, builder, bound)
             for ret in builder.returns
         ])
+    copied = _copied(model, value)
+    if copied is not None:  # ``deepcopy(net)`` runs the forward ``net`` runs
+        if isinstance(_unmoved(copied), cst.Call):
+            return _module_output(model, copied, ops, depth + 1, scope, bound, call, caller_scope, caller, element)
+        path = dotted(copied)
+        return _named_module_output(model, path, scope, ops, depth + 1, bound, call, element) if path else None
     objects = model.objects.eval(value, scope)
     built = [o for o in objects if o.cls is not None and not o.unknown]
     if built and all(o.cls != cls for o in built):
@@ -725,6 +738,16 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
         bound = _bind(bound, init, value, scope, model)
     return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller, element,
                            built[0] if len(built) == 1 else None)
+
+
+def _copied(model: ModuleModel, value: cst.Call) -> Optional[cst.BaseExpression]:
+    """What ``value`` copies, when the library descriptions say it returns a copy of its one
+    argument (``copy.deepcopy(net)``)."""
+    qualified = model.imports.qualify(value.func)
+    returned = library.current().returns_given(qualified, dotted(value.func) or "", None, method=False) if qualified else None
+    if returned is None or not returned.copies or len(value.args) != 1 or value.args[0].keyword is not None:
+        return None
+    return value.args[0].value
 
 
 def _forward_output(model: ModuleModel, cls: str, class_path: str, ops, depth: int, bound: Bindings,
@@ -772,8 +795,14 @@ def _attribute_of_instance(model: ModuleModel, path: str, fn: Optional[Function]
 
 
 def _agreed(results: Sequence[Optional[str]]) -> Optional[str]:
-    """The one answer every way of computing a value gives; None if any is unknown or they differ."""
-    return results[0] if results and results[0] is not None and all(r == results[0] for r in results) else None
+    """What every way of computing a value gives, each one of the ops asked about (an MLP's
+    Softmax or a CNN's log_softmax, chosen by a flag); None if any is not one. Different ops are
+    made at different statements: the answer then names no single one."""
+    if not results or any(r is None for r in results):
+        return None
+    if all(r == results[0] for r in results):
+        return results[0]
+    return _Op(" or ".join(dict.fromkeys(results)))
 
 
 def _is_log_of_softmax(ctx: Context, call: Optional[cst.Call], fn) -> bool:
