@@ -919,24 +919,27 @@ def _kept_by_the_object(method: Function, param: str) -> Optional[cst.CSTNode]:
 def _returned_with_graph(ctx: Context, fn: Optional[Function]) -> Set[str]:
     """Names of ``fn`` bound to what a project function returns after running backward on it
     (``losses = trainer.train_step(batch)`` returning the losses it backpropagated), and the names
-    unpacked from them (``*parts, total = losses``): tensors that still hold their graphs."""
+    unpacked from it (``*parts, total = losses``; of ``loss, seconds = step(batch)`` only ``loss``):
+    tensors that still hold their graphs."""
     calls = {id(site.call): site for site in ctx.sites.in_function(fn)}
     found: Set[str] = set()
     assigns = fn.assigns if fn is not None else ctx.model.module_assigns
-    graphs = set()  # the assignments binding such a return
+    graphs = set()  # the assignments binding such a return whole
     for target, value in assigns:
         value = _unmoved(value) if value is not None else None
         site = calls.get(id(value)) if isinstance(value, cst.Call) else None
         if site is None or not isinstance(target, (cst.Name, cst.Tuple, cst.List)):
             continue
         callee = ctx.sites.project_callee(site)
-        if callee is None or callee.owner is None or not _returns_backpropagated(callee):
+        carried = _returned_backpropagated(callee) if callee is not None and callee.owner is not None else None
+        if carried is None:
             continue
         if isinstance(target, cst.Name):
-            found.add(target.value)
-            graphs.add(id(target))
+            if carried == _WHOLE:
+                found.add(target.value)
+                graphs.add(id(target))
         else:  # ``box, _, total = trainer.train_step(batch)``
-            found.update(_unpacked_names(target))
+            found.update(_unpacked_names(target, None if carried == _WHOLE else carried))
     preorder = ctx.model.preorder
     for target, value in assigns:  # ``a, b, total = losses``, losses last bound to such a return
         if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, cst.Name) or value.value not in found:
@@ -945,24 +948,34 @@ def _returned_with_graph(ctx: Context, fn: Optional[Function]) -> Set[str]:
         bound = [(preorder.index(t) or 0, t) for t, _ in assigns
                  if isinstance(t, cst.Name) and t.value == value.value and (preorder.index(t) or 0) < at]
         if bound and id(max(bound, key=lambda b: b[0])[1]) in graphs:
-            found.update(_unpacked_names(target))
+            found.update(_unpacked_names(target, None))
     return found
 
 
-def _unpacked_names(target) -> Set[str]:
+def _unpacked_names(target, positions: Optional[Set[int]]) -> Set[str]:
+    """The names a tuple target binds (only at ``positions``, when given)."""
     names = set()
-    for element in target.elements:
-        named = element.value.value if isinstance(element.value, cst.StarredElement) else element.value
-        if isinstance(named, cst.Name) and named.value != "_":
+    for index, element in enumerate(target.elements):
+        if isinstance(element.value, cst.StarredElement):
+            if positions is not None:
+                break  # the positions after a starred target are not known
+            named = element.value.value
+        else:
+            named = element.value
+        if (positions is None or index in positions) and isinstance(named, cst.Name) and named.value != "_":
             names.add(named.value)
     return names
 
 
-def _returns_backpropagated(fn: Function) -> bool:
-    """Does ``fn`` return a value it ran backward on (``loss``, ``losses`` of
-    ``losses.total.backward()``, or a tuple holding one), not a number taken from it?"""
+_WHOLE = -1  # the returned value itself holds a backpropagated tensor (not one element of a tuple)
+
+
+def _returned_backpropagated(fn: Function):
+    """What ``fn`` returns that it ran backward on: ``_WHOLE`` (``return loss``, or ``return
+    losses`` after ``losses.total.backward()``), the positions of such elements of a returned tuple
+    (``return loss, seconds``), or None."""
     if not fn.returns or "backward" not in fn.owner.source:
-        return False
+        return None
     backpropagated = set()
     for site in fn.owner.sites().in_function(fn):
         if site.name == "backward" and isinstance(site.call.func, cst.Attribute):
@@ -972,13 +985,13 @@ def _returns_backpropagated(fn: Function) -> bool:
             root = (dotted(receiver) or "").split(".", 1)[0]
             if root:
                 backpropagated.add(root)
-    if not backpropagated:
-        return False
+    positions: Set[int] = set()
     for value in fn.returns:
-        elements = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
-        if any(isinstance(e, cst.Name) and e.value in backpropagated for e in elements):
-            return True
-    return False
+        if isinstance(value, cst.Name) and value.value in backpropagated:
+            return _WHOLE
+        if isinstance(value, cst.Tuple):
+            positions |= {i for i, e in enumerate(value.elements) if isinstance(e.value, cst.Name) and e.value.value in backpropagated}
+    return positions or None
 
 
 def _retained(ctx, node, name, training, fn, site=None, returned=frozenset()) -> Iterable[Match]:
