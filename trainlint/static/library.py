@@ -389,12 +389,15 @@ _GLOB_CHARACTERS = frozenset("*?[]-")
 def _mentions(library: Library) -> Tuple[Tuple[str, ...], Optional["re.Pattern[str]"]]:
     """The words a source must contain for a description to apply: the package of every described
     call (it is imported from there), the literal part of bare names, and the methods described
-    for receivers of any role. A bare name that is a glob is a pattern over identifier
-    characters instead. With nothing described, every source may (the empty word)."""
+    for receivers of any role (copies apart). A bare name that is a glob is a pattern over
+    identifier characters instead. With nothing described, every source may (the empty word)."""
     words = set()
     patterns = set()
     named = [names for names, _ in library.objects] + [names for names, _ in library.functions]
-    named += [names for names, _ in library.returning_calls] + [loop.classes for loop in library.loops]
+    # a copy (``copy.deepcopy``) makes no training object and no event of its own: a file that only
+    # copies has nothing for the rules (and "copy" is in most sources)
+    named += [names for names, returned in library.returning_calls if not returned.copies]
+    named += [loop.classes for loop in library.loops]
     named += [described.classes for described in library.losses]
     for names in named:
         for module, glob in names.patterns:

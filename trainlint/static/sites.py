@@ -219,7 +219,8 @@ class SiteIndex:
         for site in self.in_function(fn):
             if self.is_step_itself(site):
                 return True
-            callee = self.local_callee(site)
+            # by name only: asking another module's objects would compute its whole flow
+            callee = self._named_local_callee(site)
             if callee is not None:
                 if self.runs_a_step(callee, seen, depth):
                     return True
@@ -245,13 +246,22 @@ class SiteIndex:
         callee = self.local_callee(site)
         return callee is not None and self.trains(callee, depth + 1)
 
-    def local_callee(self, site: CallSite) -> Optional[Function]:
+    def _named_local_callee(self, site: CallSite) -> Optional[Function]:
+        """``helper(...)`` or ``self.method(...)``: the local callee its spelling names in this
+        module (``local_callee`` without the objects a receiver can be)."""
         func = site.call.func
         if isinstance(func, cst.Name):
             return self.model.functions.get(func.value)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
             cls = site.function.cls if site.function is not None else None
             return self.model.methods.get((cls, func.attr.value)) if cls else None
+        return None
+
+    def local_callee(self, site: CallSite) -> Optional[Function]:
+        func = site.call.func
+        if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                          and func.value.value == "self"):
+            return self._named_local_callee(site)
         if isinstance(func, cst.Attribute) and self.model.classes:
             # ``runner.run()`` / ``Runner(model).run()``: a method of the class its instances have
             reached = self.model.objects.eval(func.value, site.function)

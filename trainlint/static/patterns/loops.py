@@ -921,14 +921,27 @@ def _returned_with_graph(ctx: Context, fn: Optional[Function]) -> Set[str]:
     (``losses = trainer.train_step(batch)`` returning the losses it backpropagated), and the names
     unpacked from it (``*parts, total = losses``; of ``loss, seconds = step(batch)`` only ``loss``):
     tensors that still hold their graphs."""
-    calls = {id(site.call): site for site in ctx.sites.in_function(fn)}
-    found: Set[str] = set()
+    sites = ctx.sites.in_function(fn)
     assigns = fn.assigns if fn is not None else ctx.model.module_assigns
+    # only names that are accumulated (``total += x``, ``xs.append(x)``, or unpacked into such a
+    # name) are worth resolving a callee for
+    kept = [a.value for a in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns)
+            if isinstance(a.operator, cst.AddAssign)]
+    kept += [site.call.args[0].value for site in sites if site.name == "append" and len(site.call.args) == 1]
+    wanted = {n.value for value in kept for n in walk(value) if isinstance(n, cst.Name)}
+    if not wanted:
+        return set()
+    wanted |= {value.value for target, value in assigns if isinstance(target, (cst.Tuple, cst.List))
+               and isinstance(value, cst.Name) and not wanted.isdisjoint(_unpacked_names(target, None))}
+    calls = {id(site.call): site for site in sites}
+    found: Set[str] = set()
     graphs = set()  # the assignments binding such a return whole
     for target, value in assigns:
         value = _unmoved(value) if value is not None else None
         site = calls.get(id(value)) if isinstance(value, cst.Call) else None
         if site is None or not isinstance(target, (cst.Name, cst.Tuple, cst.List)):
+            continue
+        if wanted.isdisjoint({target.value} if isinstance(target, cst.Name) else _unpacked_names(target, None)):
             continue
         callee = ctx.sites.project_callee(site)
         carried = _returned_backpropagated(callee) if callee is not None and callee.owner is not None else None
