@@ -105,8 +105,24 @@ _DECORATOR_ELSEWHERE = (
     "engine: a project decorator that calls the function only under a rank check is read from its body in the "
     "same module only; imported from another module, the save it wraps is taken as every rank's (TL303)"
 )
+_PARAMETER_FROM_ELSEWHERE = (
+    "engine: a parameter's objects are bound from the callers of the same module only; the epoch function moved "
+    "to another module receives the trainer object from a caller there, so its method's returned losses are not "
+    "known to carry graphs (TL503)"
+)
+
+_PATH_HELPER_ELSEWHERE = (
+    "engine: a module's own sys.path changes are read when its text names sys.path; with the adding helper moved "
+    "to another module, the import-path module only calls it, is not read, and lib/ stays unknown (TL301)"
+)
 
 KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
+    # PATH_HELPER_ELSEWHERE (2)
+    ("projects/lib_on_sys_path_bad", "reexport_through_package"): _PATH_HELPER_ELSEWHERE,
+    ("projects/lib_on_sys_path_bad", "split_helpers_module"): _PATH_HELPER_ELSEWHERE,
+    # PARAMETER_FROM_ELSEWHERE (2)
+    ("projects/losses_returned_by_trainer_bad", "reexport_through_package"): _PARAMETER_FROM_ELSEWHERE,
+    ("projects/losses_returned_by_trainer_bad", "split_helpers_module"): _PARAMETER_FROM_ELSEWHERE,
     # CALLERS_ELSEWHERE (2)
     ("TL202/bad_single_pass_tail_unstepped.py", "reexport_through_package"): _CALLERS_ELSEWHERE,
     ("TL202/bad_single_pass_tail_unstepped.py", "split_helpers_module"): _CALLERS_ELSEWHERE,

@@ -39,3 +39,16 @@ def test_paths_computed_from_the_file_and_literals_are_read(tmp_path, source, ex
 ])
 def test_anything_else_adds_nothing(tmp_path, source):
     assert _roots(tmp_path, source) == []
+
+
+def test_a_helper_imported_from_beside_the_module_is_followed(tmp_path):
+    (tmp_path / "repo" / "lib").mkdir(parents=True)
+    tools = tmp_path / "repo" / "tools"
+    tools.mkdir()
+    (tools / "paths.py").write_text("import sys\n\n\ndef add_path(path):\n    sys.path.insert(0, path)\n")
+    source = ("import os.path as osp\nimport sys\nfrom paths import add_path\n\n"
+              "LIB = osp.join(osp.dirname(__file__), '..', 'lib')\nif LIB not in sys.path:\n    add_path(path=LIB)\n")
+    script = tools / "train.py"
+    script.write_text(source)
+    model = ModuleModel(cst.parse_module(source), source, path=script)
+    assert [p.relative_to(tmp_path / "repo").as_posix() for p in declared_roots(model)] == ["lib"]

@@ -663,39 +663,48 @@ _PACKAGE_DEPTH = 4  # directories above an importer looked at for the package it
 
 
 def _search_path_of(importer: ModuleModel) -> List[Path]:
-    """The directories the importer puts on ``sys.path`` before its imports, itself or through a
-    module beside it that it imports first (``import _init_paths``)."""
-    import libcst as cst
-
-    from .names import dotted
+    """The directories the program puts on ``sys.path`` that the importer's imports see: those
+    the importer adds itself, and those a module of its folder or of a folder above it adds (the
+    ``import _init_paths`` idiom: sys.path is the whole program's, so a helper moved beside the
+    script, or into a package under it, resolves its imports there too)."""
     from .search_path import declared_roots
 
-    path = Path(importer.path)
+    path = Path(importer.path).resolve()
     stamp = _stamp(path)
     cached = _SEARCH_PATHS.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    found = declared_roots(importer)
-    for statement in importer.module.body:
-        names = []
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    names += [dotted(alias.name) for alias in small.names]
-                elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
-                    names.append(dotted(small.module))
-        for name in names:
-            sibling = path.parent / f"{name}.py" if name and "." not in name else None
-            if sibling is None or sibling == path or not sibling.is_file() or not _text_matches(sibling, _SEARCH_PATH_TEXT):
+    found = list(declared_roots(importer))
+    directory = path.parent
+    for _ in range(_PACKAGE_DEPTH):
+        for module_path in _search_path_modules(directory):
+            if module_path == path:
                 continue
-            model = _load(sibling)
+            model = _load(module_path)
             if model is not None:
                 found += [d for d in declared_roots(model) if d not in found]
+        if any((directory / marker).exists() for marker in _ROOT_MARKERS) or directory.parent == directory:
+            break
+        directory = directory.parent
     _SEARCH_PATHS[path] = (stamp, found)
     return found
 
 
-_SEARCH_PATHS: Dict[Path, Tuple[Optional[Tuple[int, int]], List[Path]]] = {}
+def _search_path_modules(directory: Path) -> List[Path]:
+    """The modules of ``directory`` whose text touches ``sys.path`` (read once per folder)."""
+    known = _SEARCH_PATH_MODULES.get(directory)
+    if known is None:
+        try:
+            candidates = sorted(directory.glob("*.py"))
+        except OSError:
+            candidates = []
+        known = _SEARCH_PATH_MODULES[directory] = [p.resolve() for p in candidates
+                                                   if _text_matches(p, _SEARCH_PATH_TEXT)]
+    return known
+
+
+_SEARCH_PATHS: Dict[Path, Tuple[Optional[Tuple[int, int]], List[Path]]] = {}  # importer -> (its stamp, the folders)
+_SEARCH_PATH_MODULES: Dict[Path, List[Path]] = {}
 _SEARCH_PATH_TEXT = re.compile(r"sys\.path|addsitedir")
 
 

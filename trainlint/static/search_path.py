@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -42,7 +42,7 @@ def declared_roots(model: "ModuleModel") -> List[Path]:
         return []
     module_dir = Path(model.path).resolve().parent
     bindings: Dict[str, cst.BaseExpression] = {}
-    adders: Dict[str, int] = {}  # function name -> index of the parameter it puts on sys.path
+    adders: Dict[str, Tuple[int, str]] = {}  # function name -> the parameter it puts on sys.path
     found: List[Path] = []
 
     def evaluate(expr: cst.BaseExpression, depth: int = 0) -> _Value:
@@ -104,36 +104,92 @@ def declared_roots(model: "ModuleModel") -> List[Path]:
             if directory.is_dir() and directory not in found:
                 found.append(directory)
 
-    def added_by(statement: cst.CSTNode, params: Optional[List[str]] = None) -> Optional[int]:
-        """Visit a statement's calls; inside a function (``params``), the index of the parameter
-        it puts on sys.path."""
-        index = None
+    def added_by(statement: cst.CSTNode) -> None:
+        """Put on the list what a top-level statement's calls add to sys.path."""
         for node in (n for n in walk(statement) if type(n) is cst.Call):
-            name = dotted(node.func) or ""
-            args = [a.value for a in node.args if a.keyword is None and not a.star]
-            value = args[1] if name == "sys.path.insert" and len(args) == 2 else \
-                args[0] if name in ("sys.path.append", "site.addsitedir") and len(args) == 1 else None
-            if value is None:
-                if params is None and name in adders and len(args) > adders[name]:
-                    add(args[adders[name]])
-                continue
-            if params is None:
+            value = _path_added(node)
+            if value is not None:
                 add(value)
-            elif isinstance(value, cst.Name) and value.value in params:
-                index = params.index(value.value)
-        return index
+                continue
+            adder = adders.get(dotted(node.func) or "")
+            if adder is not None:
+                position, param = adder
+                args = [a.value for a in node.args if a.keyword is None and not a.star]
+                given = args[position] if len(args) > position else next(
+                    (a.value for a in node.args if a.keyword is not None and a.keyword.value == param), None)
+                if given is not None:
+                    add(given)
 
     for statement in model.module.body:
         if isinstance(statement, cst.FunctionDef):
-            params = [p.name.value for p in statement.params.params]
-            index = added_by(statement, params)
-            if index is not None:
-                adders[statement.name.value] = index
+            adder = _adding_parameter(statement)
+            if adder is not None:
+                adders[statement.name.value] = adder
             continue
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
                     bindings[small.targets[0].target.value] = small.value
+                elif isinstance(small, cst.ImportFrom) and not small.relative and isinstance(small.module, cst.Name) \
+                        and not isinstance(small.names, cst.ImportStar):
+                    # ``from helpers import add_path``: a function of a module beside this one
+                    adders.update(_imported_adders(module_dir / f"{small.module.value}.py", small.names))
         if not isinstance(statement, cst.ClassDef):
             added_by(statement)
+    return found
+
+
+def _path_added(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The directory expression ``sys.path.insert(i, d)`` / ``sys.path.append(d)`` /
+    ``site.addsitedir(d)`` adds."""
+    name = dotted(call.func) or ""
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    if name == "sys.path.insert" and len(args) == 2:
+        return args[1]
+    if name in ("sys.path.append", "site.addsitedir") and len(args) == 1:
+        return args[0]
+    return None
+
+
+def _adding_parameter(function: cst.FunctionDef) -> Optional[Tuple[int, str]]:
+    """(position, name) of the parameter a function puts on sys.path (``def add_path(path):
+    sys.path.insert(0, path)``), or None."""
+    params = [p.name.value for p in function.params.params]
+    for node in (n for n in walk(function) if type(n) is cst.Call):
+        value = _path_added(node)
+        if isinstance(value, cst.Name) and value.value in params:
+            return params.index(value.value), value.value
+    return None
+
+
+def _imported_adders(path: Path, names, depth: int = 0) -> Dict[str, Tuple[int, str]]:
+    """The functions among ``names`` imported from the module at ``path`` (or the package there,
+    through its ``__init__``'s re-exports) that put a parameter on sys.path, by the name they are
+    imported as."""
+    package = path.with_suffix("") / "__init__.py"
+    if not path.is_file() and package.is_file():
+        path = package
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if not mentions_search_path(text) and path.name != "__init__.py":
+        return {}
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        return {}
+    defined = {s.name.value: _adding_parameter(s) for s in module.body if isinstance(s, cst.FunctionDef)}
+    if path.name == "__init__.py" and depth < 2:  # ``from .impl import add_path``
+        for statement in module.body:
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.ImportFrom) and len(small.relative) == 1 and isinstance(small.module, cst.Name) \
+                        and not isinstance(small.names, cst.ImportStar):
+                    defined.update(_imported_adders(path.parent / f"{small.module.value}.py", small.names, depth + 1))
+    found = {}
+    for alias in names:
+        name = dotted(alias.name)
+        local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+        if name and defined.get(name) is not None:
+            found[local] = defined[name]
     return found

@@ -866,7 +866,7 @@ def _handed_to_a_keeper(ctx: Context, fn: Optional[Function], losses: Set[str], 
     method appends its parameter to a list of its object (``self.d_losses.append(l_d)``) or adds it
     to a running total: the object outlives the step, and keeps every step's graph."""
     for site in ctx.sites.in_function(fn):
-        if not site.call.args or not any(id(loop) in training for loop in site.loops):
+        if not site.call.args or not ctx.sites.in_training_loop(site):
             continue
         carried = [(given, _carried(_unindexed(given.value), losses)) for given in site.call.args if not given.star]
         carried = [(given, name) for given, name in carried if name is not None]
@@ -923,11 +923,14 @@ def _returned_with_graph(ctx: Context, fn: Optional[Function]) -> Set[str]:
     tensors that still hold their graphs."""
     sites = ctx.sites.in_function(fn)
     assigns = fn.assigns if fn is not None else ctx.model.module_assigns
-    # only names that are accumulated (``total += x``, ``xs.append(x)``, or unpacked into such a
-    # name) are worth resolving a callee for
+    # only names that are accumulated (``total += x``, ``xs.append(x)``, handed to a method, or
+    # unpacked into such a name) are worth resolving a callee for
     kept = [a.value for a in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns)
             if isinstance(a.operator, cst.AddAssign)]
     kept += [site.call.args[0].value for site in sites if site.name == "append" and len(site.call.args) == 1]
+    # or handed to a method that may keep it (``self.metrics.add(loss_d[0])``)
+    kept += [a.value for site in sites if isinstance(site.call.func, cst.Attribute) and site.name != "append"
+             for a in site.call.args if isinstance(_unindexed(a.value), cst.Name)]
     wanted = {n.value for value in kept for n in walk(value) if isinstance(n, cst.Name)}
     if not wanted:
         return set()
