@@ -664,9 +664,9 @@ _PACKAGE_DEPTH = 4  # directories above an importer looked at for the package it
 
 def _search_path_of(importer: ModuleModel) -> List[Path]:
     """The directories the program puts on ``sys.path`` that the importer's imports see: those
-    the importer adds itself, and those a module of its folder or of a folder above it adds (the
-    ``import _init_paths`` idiom: sys.path is the whole program's, so a helper moved beside the
-    script, or into a package under it, resolves its imports there too)."""
+    the importer adds itself, and those a module of its folder, or of the folders of the packages
+    it sits in, adds (the ``import _init_paths`` idiom: sys.path is the whole program's, so a
+    helper moved beside the script, or into a package under it, resolves its imports there too)."""
     from .search_path import declared_roots
 
     path = Path(importer.path).resolve()
@@ -683,7 +683,10 @@ def _search_path_of(importer: ModuleModel) -> List[Path]:
             model = _load(module_path)
             if model is not None:
                 found += [d for d in declared_roots(model) if d not in found]
-        if any((directory / marker).exists() for marker in _ROOT_MARKERS) or directory.parent == directory:
+        # up out of the packages the importer sits in, never past them: a folder above a script
+        # is another program's (or /tmp)
+        if not (directory / "__init__.py").is_file() or any((directory / marker).exists() for marker in _ROOT_MARKERS) \
+                or directory.parent == directory:
             break
         directory = directory.parent
     _SEARCH_PATHS[path] = (stamp, found)
