@@ -251,6 +251,11 @@ class Library:
             return entry[1]
         return None
 
+    def copies(self, qualified: Optional[str], name: str) -> bool:
+        """Does this function return a copy of its one argument (``copy.deepcopy``)?"""
+        returned = self.returns_given(qualified, name, None, method=False) if qualified else None
+        return returned is not None and returned.copies
+
 
 def _argument(source: str, value: Any) -> Optional[Argument]:
     if value is None:

@@ -89,8 +89,8 @@ def _made_by(ctx: Context, value: cst.Call, fn) -> Iterable:
     of what the name's assignments before it made."""
     copied = _unmoved_call(value)
     qualified = ctx.qualify(copied.func) if isinstance(copied.func, (cst.Name, cst.Attribute)) else None
-    returned = library.current().returns_given(qualified, dotted(copied.func) or "", None, method=False) if qualified else None
-    if returned is None or not returned.copies or len(copied.args) != 1 or not isinstance(copied.args[0].value, cst.Name):
+    if not library.current().copies(qualified, dotted(copied.func) or "") or len(copied.args) != 1 \
+            or not isinstance(copied.args[0].value, cst.Name):
         return ctx.model.objects.eval(value, fn)
     name = copied.args[0].value.value
     preorder = ctx.model.preorder

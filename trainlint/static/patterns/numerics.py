@@ -743,9 +743,8 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
 def _copied(model: ModuleModel, value: cst.Call) -> Optional[cst.BaseExpression]:
     """What ``value`` copies, when the library descriptions say it returns a copy of its one
     argument (``copy.deepcopy(net)``)."""
-    qualified = model.imports.qualify(value.func)
-    returned = library.current().returns_given(qualified, dotted(value.func) or "", None, method=False) if qualified else None
-    if returned is None or not returned.copies or len(value.args) != 1 or value.args[0].keyword is not None:
+    if not library.current().copies(model.imports.qualify(value.func), dotted(value.func) or "") \
+            or len(value.args) != 1 or value.args[0].keyword is not None:
         return None
     return value.args[0].value
 
