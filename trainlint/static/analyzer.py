@@ -25,6 +25,7 @@ from .positions import Positions
 from .roles import SCALER
 from .project import Project, parsed_before, pinning, remember_checked, start_check
 from .sites import SiteIndex
+from .walk import children
 
 # Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
 FLOW_RULES = checker.CHECKED_RULES
@@ -298,9 +299,13 @@ def _analyze_results(
     events = [ev for v in violations for ev in (v.at,) + tuple(e for _, e in v.related)]
     called = {id(fn): fn for w in witnesses.values() for fn in w.calls}.values()
     entries = {v: call for v in violations for call in [_call_into_other_module(v, witnesses.get(v), model)] if call is not None}
+    # A pass of another module's function that this module's loop repeats: reported at that loop.
+    epoch_loops = {v: loop for v in violations if v not in entries
+                   for loop in [_epoch_loop_here(v, witnesses.get(v), model)] if loop is not None}
     # The functions first: each is rendered once for its position and places the statements in it.
     nodes = [fn.node for fn in called if fn.owner in (None, model)]
     nodes += [ev.site for ev in events if ev.origin is None] + [m.node for m in matches if m.origin is None] + list(entries.values())
+    nodes += [node for loop in epoch_loops.values() for node in loop]
     positions = _positions(model)
     spans = _spans(positions, nodes)
     origins: Dict[int, ModuleModel] = {}
@@ -350,6 +355,13 @@ def _analyze_results(
         return tuple(lines)
 
     def message_of(violation: Violation) -> str:
+        if violation in epoch_loops:
+            loop, call = epoch_loops[violation]
+            line_of_site = lines_seen_from(None)
+            message = checker.render(violation, lambda event: line_of_site(event.site))
+            label, where = violation.at.label, line_of_site(violation.at.site) or "in another module"
+            said = message[len(label):] if message.startswith(label) else f": {message}"
+            return f"this loop calls {_code(call)} ({line_of_site(call) or 'unknown line'}) on each pass, and its {label} ({where}){said}"
         entry = entries.get(violation)
         line_of_site = lines_seen_from(None if entry is not None else origins.get(id(violation.at.site)))
         message = checker.render(violation, lambda event: line_of_site(event.site))
@@ -362,10 +374,11 @@ def _analyze_results(
         return position(positions[node].start.line) if node in positions else None
 
     candidates = [
-        (v.rule, entries.get(v, v.at.site), lambda v=v: message_of(v), v.related, v.at, lambda v=v: trace(v), False)
+        (v.rule, epoch_loops[v][0] if v in epoch_loops else entries.get(v, v.at.site), lambda v=v: message_of(v),
+         v.related, v.at, lambda v=v: trace(v), False)
         for v in violations
     ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None, tuple, m.advice) for m in matches]
-    entered = {id(call) for call in entries.values()}
+    entered = {id(call) for call in entries.values()} | {id(loop) for loop, _ in epoch_loops.values()}
     results = []
     seen = set()
     for rule, node, render, related, event, traced, advice in candidates:
@@ -398,6 +411,41 @@ def _call_into_other_module(violation: Violation, witness: Optional[Witness], mo
     if entry is not None and needed is not None and _hands(model, entry, caller, needed):
         return None  # the helper is given what the fix needs: it is fixed there, where it is reported
     return entry
+
+
+def _epoch_loop_here(violation: Violation, witness: Optional[Witness], model: ModuleModel
+                     ) -> Optional[Tuple[cst.CSTNode, cst.Call]]:
+    """TL301 on a pass in another module's function (``fit_one_epoch(model, loader, epoch)``) that
+    a loop of this module calls: that loop is the epoch loop, where ``set_epoch`` goes (the sampler
+    is this module's, and so is the epoch count). (loop, the call in it); None when the loop that
+    repeats the pass is the other module's own."""
+    if violation.rule != "TL301" or witness is None or violation.at.origin is None:
+        return None
+    for index, (fn, call) in enumerate(witness.reported_in):
+        if call is None or fn.owner in (None, model):
+            continue
+        caller = witness.reported_in[index - 1][0] if index else None
+        if caller is not None and caller.owner not in (None, model):
+            return None  # entered from another module: its loop, not one of ours
+        loop = _innermost_loop_around(caller.node if caller is not None else model.module, call)
+        return (loop, call) if loop is not None else None
+    return None
+
+
+def _innermost_loop_around(scope: cst.CSTNode, target: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The innermost ``for``/``while`` of ``scope``'s own code (not nested definitions') whose
+    body holds ``target``."""
+    stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(scope, None)]
+    while stack:
+        node, loop = stack.pop()
+        if node is target:
+            return loop
+        kind = type(node)
+        if node is not scope and kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        inner = node if kind in (cst.For, cst.While) else loop
+        stack.extend((child, inner) for child in children(node))
+    return None
 
 
 # A violation whose fix needs an object (TL103: the GradScaler, to unscale_ before the clip) is
