@@ -286,11 +286,29 @@ class SiteIndex:
                     owner = obj.class_module()
                     methods.add(owner.method_of_class(obj.cls, func.attr.value) if owner is not None else None)
                 return methods.pop() if len(methods) == 1 else None
+            made = self._imported_class_made(reached)
+            if made is not None:  # an instance of a project class whose module is read only now
+                return self.model.project.method(self._model_ref(), made, func.attr.value)
         name = dotted(func)
         project = self.model.project
         if name and project is not None and name.split(".", 1)[0] in self.model.imports.names:
             return project.function(self._model_ref(), name)
         return None
+
+    def _imported_class_made(self, reached) -> Optional[str]:
+        """The imported name that this module calls to make every one of ``reached``
+        (``AverageMeter`` of ``self.losses = AverageMeter(names)``), when the objects layer left
+        them unknown: the class's module builds no training object, so it was not read for them."""
+        model = self._model_ref()
+        if model.project is None or not reached:
+            return None
+        names = set()
+        for obj in reached:
+            if not obj.unknown or not isinstance(obj.node, cst.Call) or model.preorder.index(obj.node) is None:
+                return None
+            names.add(dotted(obj.node.func))
+        name = names.pop() if len(names) == 1 else None
+        return name if name and name.split(".", 1)[0] in model.imports.names else None
 
     def training_loops(self) -> List[cst.CSTNode]:
         if self._training_loops is None:

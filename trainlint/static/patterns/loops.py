@@ -579,14 +579,18 @@ def _evaluations_through_calls(ctx: Context, reported: Set[int], done: Set[int])
     """``model.eval()`` then a call whose callee forwards the model with gradients on: reported at
     the forward when the callee only evaluates, at the call when it also trains on other calls (a
     train/eval epoch runner: no_grad goes around this call)."""
-    for site, call, forward, shared, foreign in eval_calls(ctx):
+    found = list(eval_calls(ctx))
+    # A function that serves training on one call serves it whichever evaluation calls it.
+    serving = {id(forward.call) for _, _, forward, shared, _ in found if shared}
+    for site, call, forward, shared, foreign in found:
+        shared = shared or id(forward.call) in serving
         # Reported in the evaluation's loop: at the call when it runs per batch a step function with
         # no loop of its own, or serves training too; at the forward when the callee loops itself.
         # A forward in another module is reported at this module's call (where this check reports).
         at_call = shared or not forward.loops or foreign is not None
         at = call.call if at_call else forward.call
-        if id(at) in reported or id(site.call) in done or id(forward.call) in reported:
-            continue
+        if id(at) in reported or id(site.call) in done or (not at_call and id(forward.call) in reported):
+            continue  # one finding per evaluation call of a shared function, one per forward otherwise
         reported.update((id(at), id(forward.call)))
         done.add(id(site.call))
         if at_call:
@@ -728,8 +732,9 @@ def no_grad_function(ctx: Context, fn: Function, depth: int = 0) -> bool:
 def loss_graph_retained(ctx: Context) -> Iterable[Match]:
     training = {id(loop) for loop in ctx.sites.training_loops()}
     for fn in [None] + list(ctx.model.all_functions):
-        returned = _returned_with_graph(ctx, fn)
-        losses = _backpropagated_names(ctx, fn) | returned
+        backpropagated = _backpropagated_names(ctx, fn)
+        returned = _returned_with_graph(ctx, fn) | _summands_returned_beside(ctx, fn, backpropagated)
+        losses = backpropagated | returned
         if not losses:
             continue
         for aug in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns):
@@ -865,11 +870,12 @@ def _handed_to_a_keeper(ctx: Context, fn: Optional[Function], losses: Set[str], 
     """``self.metrics.add_losses(loss_g.item(), loss_d)`` in a training loop, where the project
     method appends its parameter to a list of its object (``self.d_losses.append(l_d)``) or adds it
     to a running total: the object outlives the step, and keeps every step's graph."""
+    step_function = fn is not None and _is_one_step(ctx, fn)
     for site in ctx.sites.in_function(fn):
-        if not site.call.args or not ctx.sites.in_training_loop(site):
+        if not site.call.args or not (ctx.sites.in_training_loop(site) or (step_function and not site.loops)):
             continue
-        carried = [(given, _carried(_unindexed(given.value), losses)) for given in site.call.args if not given.star]
-        carried = [(given, name) for given, name in carried if name is not None]
+        carried = [(given, element, name) for given in site.call.args if not given.star
+                   for element, name in [_carried_in(given.value, losses)] if name is not None]
         if not carried or not isinstance(site.call.func, cst.Attribute) \
                 or _made_each_iteration(site.call.func.value, site.loops, training):
             continue
@@ -877,19 +883,96 @@ def _handed_to_a_keeper(ctx: Context, fn: Optional[Function], losses: Set[str], 
         if callee is None or callee.cls is None or callee.owner is None:
             continue
         positional = [a for a in site.call.args if a.keyword is None and not a.star]
-        for given, name in carried:
+        for given, element, name in carried:
             param = given.keyword.value if given.keyword is not None else (
                 callee.params[positional.index(given) + 1] if positional.index(given) + 1 < len(callee.params) else None)
             store = _kept_by_the_object(callee, param) if param else None
             if store is None:
                 continue
-            yield Match("TL503", site.call, lambda line_of, c=ctx.code(site.call), a=ctx.code(given.value), n=name,
+            inside = "" if element is given.value else "a list holding "
+            yield Match("TL503", site.call, lambda line_of, c=ctx.code(site.call), a=ctx.code(element), n=name, i=inside,
                         k=callee.owner.module.code_for_node(store).strip(), m=f"{callee.cls}.{callee.name}": (
-                f"`{c}` hands `{a}`, a tensor that still holds the graph of `{n}`, to {m}, which keeps it "
+                f"`{c}` hands {i}`{a}`, a tensor that still holds the graph of `{n}`, to {m}, which keeps it "
                 f"on its object (`{k}`): every iteration's autograd graph stays alive with it, so memory "
-                f"grows with every step until the run is out of memory (or slows down); pass {a}.item() "
-                f"(or {a}.detach())."))
+                f"grows with every step until the run is out of memory (or slows down); pass {_operand(a)}.item() "
+                f"(or {_operand(a)}.detach())."))
             break
+
+
+def _operand(code: str) -> str:
+    """``code`` as the receiver of a method: ``(loss * 1000)`` for an operation."""
+    return code if code.replace(".", "").replace("_", "").isalnum() else f"({code})"
+
+
+def _is_one_step(ctx: Context, fn: Function) -> bool:
+    """Is ``fn`` one training iteration by itself (a ``train_step`` a base class's loop or a
+    framework calls): it runs a backward and an optimizer step? What it hands an object that
+    outlives the call is handed once per step."""
+    sites = ctx.sites.in_function(fn)
+    return any(site.name == "backward" for site in sites) and any(
+        site.name == "step" and ctx.sites.is_step_itself(site) for site in sites)
+
+
+def _carried_in(value: cst.BaseExpression, losses: Set[str]) -> Tuple[cst.BaseExpression, Optional[str]]:
+    """(the expression, the loss whose graph it holds) of a handed value: ``loss``, ``loss_d[0]``,
+    or an element of a list or tuple literal (``meter.update([coarse * 1000, fine * 1000])``)."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return next(((e.value, name) for e in value.elements if not isinstance(e, cst.StarredElement)
+                     for name in [_carried(_unindexed(e.value), losses)] if name is not None), (value, None))
+    return value, _carried(_unindexed(value), losses)
+
+
+def _summands_returned_beside(ctx: Context, fn: Optional[Function], backpropagated: Set[str]) -> Set[str]:
+    """Names unpacked from a project function's tuple beside the loss backpropagated here, where
+    the function builds that loss from them (``total, coarse, fine = self.losses(batch)`` with
+    ``total = coarse + fine`` there): they are parts of its graph and hold it too."""
+    if not backpropagated:
+        return set()
+    found: Set[str] = set()
+    calls = {id(site.call): site for site in ctx.sites.in_function(fn)}
+    for target, value in (fn.assigns if fn is not None else ctx.model.module_assigns):
+        site = calls.get(id(value)) if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call) else None
+        if site is None or backpropagated.isdisjoint(_unpacked_names(target, None)):
+            continue
+        callee = ctx.sites.project_callee(site)
+        if callee is None or callee.owner is None:
+            continue
+        for returned in callee.returns:
+            if not isinstance(returned, cst.Tuple) or len(returned.elements) != len(target.elements):
+                continue
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in returned.elements]
+            totals = {names[i] for i, e in enumerate(target.elements)
+                      if isinstance(e.value, cst.Name) and e.value.value in backpropagated and names[i]}
+            parts = _summands_of(callee, totals)
+            found.update(e.value.value for i, e in enumerate(target.elements)
+                         if isinstance(e.value, cst.Name) and e.value.value != "_" and names[i] in parts)
+    return found
+
+
+def _summands_of(fn: Function, totals: Set[str]) -> Set[str]:
+    """The names ``fn`` adds (or scales) into ``totals``: ``total = a + b * 0.1``, ``total += c``,
+    ``scaled = loss / steps`` (a divisor is a count, not a part)."""
+    parts: Set[str] = set()
+    for target, value in fn.assigns:
+        if isinstance(target, cst.Name) and target.value in totals:
+            parts |= _arithmetic_names(value)
+    for aug in fn.aug_assigns:
+        if isinstance(aug.target, cst.Name) and aug.target.value in totals:
+            parts |= _arithmetic_names(aug.value)
+    return parts - totals
+
+
+def _arithmetic_names(value: cst.BaseExpression) -> Set[str]:
+    value = _unmoved(value)
+    if isinstance(value, cst.Name):
+        return {value.value}
+    if isinstance(value, cst.UnaryOperation):
+        return _arithmetic_names(value.expression)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide):
+        return _arithmetic_names(value.left)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, _ARITHMETIC):
+        return _arithmetic_names(value.left) | _arithmetic_names(value.right)
+    return set()
 
 
 def _unindexed(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -905,15 +988,32 @@ def _kept_by_the_object(method: Function, param: str) -> Optional[cst.CSTNode]:
     if not method.params or param not in method.params[1:]:
         return None
     me = method.params[0]
+    given = {param} | _elements_of(method, param)
     for node in walk(method.node):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) \
-                and (dotted(node.target) or "").startswith(me + ".") and _carried(node.value, {param}):
-            return node
+                and (dotted(_unindexed(node.target)) or "").startswith(me + ".") and _carried(node.value, given):
+            return node  # ``self.total += value``, ``self.sums[i] += value``
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
                 and (dotted(node.func.value) or "").startswith(me + ".") and len(node.args) == 1 \
-                and _carried(node.args[0].value, {param}):
+                and _carried(node.args[0].value, given):
             return node
     return None
+
+
+def _elements_of(method: Function, param: str) -> Set[str]:
+    """Names a loop of ``method`` binds to the elements of ``param``: ``for v in values``,
+    ``for i, v in enumerate(values)``."""
+    names: Set[str] = set()
+    for node in walk(method.node):
+        if not isinstance(node, cst.For):
+            continue
+        source, target = node.iter, node.target
+        if isinstance(source, cst.Call) and dotted(source.func) == "enumerate" and source.args \
+                and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            source, target = source.args[0].value, target.elements[1].value
+        if isinstance(source, cst.Name) and source.value == param and isinstance(target, cst.Name):
+            names.add(target.value)
+    return names
 
 
 def _returned_with_graph(ctx: Context, fn: Optional[Function]) -> Set[str]:
@@ -1001,6 +1101,13 @@ def _returned_backpropagated(fn: Function):
             root = (dotted(receiver) or "").split(".", 1)[0]
             if root:
                 backpropagated.add(root)
+    # and what they were computed from (``scaled = loss / accumulation`` backpropagated, ``loss``
+    # returned): the same graph
+    while True:
+        more = _summands_of(fn, backpropagated)
+        if more <= backpropagated:
+            break
+        backpropagated |= more
     positions: Set[int] = set()
     for value in fn.returns:
         if isinstance(value, cst.Name) and value.value in backpropagated:
