@@ -269,7 +269,7 @@ def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
                    if s.receiver == model and _sets_mode(s, training=True) and order.get(id(s.statement), -1) > start),
                   default=None)
         for forward in ctx.sites.in_function(fn):
-            if not _runs(forward.call, model) or not forward.loops:
+            if not _runs_site(forward, model) or not forward.loops:
                 continue
             if any(is_no_grad(ctx, w) for w in forward.withs):
                 continue
@@ -292,6 +292,37 @@ def _module_path(node: cst.BaseExpression) -> Optional[str]:
         keyed_by = literal_key(node)
         return f"{container}[{keyed_by[1]!r}]" if keyed_by else f"{container}[*]"
     return dotted(node)
+
+
+def _runs_site(site, model: str) -> bool:
+    """A forward of the module at ``model`` (see ``_runs``), or a method of its own class whose
+    result is used (``_, moves = model.predict(batch)``, ``audio = model.incremental_forward(c)``):
+    a method that the module's class adds to torch's computes with its parameters. A bare call
+    (``model.reset_state()``) is a setter, and torch's own methods (``state_dict``, ``to``) are not
+    forwards."""
+    if _runs(site.call, model):
+        return True
+    func = site.call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value in _MODULE_API or func.attr.value.startswith("_"):
+        return False
+    if isinstance(site.statement, cst.SimpleStatementLine) and any(
+            isinstance(small, cst.Expr) and small.value is site.call for small in site.statement.body):
+        return False
+    return _module_path(func.value) == model
+
+
+# torch.nn.Module's own methods: none of them runs the module's computation.
+_MODULE_API = frozenset({
+    "add_module", "apply", "bfloat16", "buffers", "children", "compile", "cpu", "cuda", "double", "eval",
+    "extra_repr", "float", "get_buffer", "get_extra_state", "get_parameter", "get_submodule", "half", "ipu",
+    "load_state_dict", "modules", "mtia", "named_buffers", "named_children", "named_modules",
+    "named_parameters", "parameters", "register_backward_hook", "register_buffer", "register_forward_hook",
+    "register_forward_pre_hook", "register_full_backward_hook", "register_full_backward_pre_hook",
+    "register_load_state_dict_post_hook", "register_load_state_dict_pre_hook", "register_module",
+    "register_parameter", "register_state_dict_post_hook", "register_state_dict_pre_hook", "requires_grad_",
+    "set_extra_state", "set_submodule", "share_memory", "state_dict", "to", "to_empty", "train", "type", "xpu",
+    "zero_grad",
+})
 
 
 def _runs(call: cst.Call, model: str) -> bool:
@@ -501,7 +532,7 @@ def _forwards_through(ctx: Context, call, model: str, looping: bool, depth: int,
             continue
         if _grad_switched_off(inside, callee, inner, order.get(id(site.statement), -1)):
             continue
-        if _runs(site.call, inner) and (looping or site.loops):
+        if _runs_site(site, inner) and (looping or site.loops):
             yield site, bool(steps), inside
         elif depth < 1 and not _runs(site.call, inner):
             yield from _forwards_through(inside, site, inner, looping or bool(site.loops), depth + 1, seen | {id(callee.node)})
@@ -589,7 +620,10 @@ def _evaluations_through_calls(ctx: Context, reported: Set[int], done: Set[int])
         # A forward in another module is reported at this module's call (where this check reports).
         at_call = shared or not forward.loops or foreign is not None
         at = call.call if at_call else forward.call
-        if id(at) in reported or id(site.call) in done or (not at_call and id(forward.call) in reported):
+        if not at_call and id(forward.call) in reported:
+            done.add(id(site.call))  # this evaluation runs a forward already reported: the same fix covers it
+            continue
+        if id(at) in reported or id(site.call) in done:
             continue  # one finding per evaluation call of a shared function, one per forward otherwise
         reported.update((id(at), id(forward.call)))
         done.add(id(site.call))
@@ -989,6 +1023,9 @@ def _kept_by_the_object(method: Function, param: str) -> Optional[cst.CSTNode]:
         return None
     me = method.params[0]
     given = {param} | _elements_of(method, param)
+    # ``v = v.data.sum()`` first: the value kept is a new tensor without the graph
+    given -= {target.value for target, value in method.assigns
+              if isinstance(target, cst.Name) and target.value in given and _carried(value, given) is None}
     for node in walk(method.node):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) \
                 and (dotted(_unindexed(node.target)) or "").startswith(me + ".") and _carried(node.value, given):
