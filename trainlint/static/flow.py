@@ -578,7 +578,7 @@ class Interpreter:
             orelse = [stmt.orelse]
         elif isinstance(stmt.orelse, cst.Else):
             orelse = block(stmt.orelse.body)
-        k = self._boundary(stmt.test, frame)
+        k = self._boundary(stmt.test, frame) or _counter_boundary(stmt, self.model)
         # ``if (i + 1) % k != 0:`` (or ``if not boundary:``) runs the micro-steps: the boundary is its else.
         negative = k is not None and _negated(stmt.test, polarity)
         true_frame = replace(frame, accum=k) if k is not None and not negative and frame.accum is None else frame
@@ -944,7 +944,8 @@ class Interpreter:
                 _, polarity = self._cond_key(stmt.test)
                 negated = any(isinstance(c.operator, cst.NotEqual) for node in walk(stmt.test)
                               if isinstance(node, cst.Comparison) for c in node.comparisons)
-                if polarity and not negated and self._boundary(stmt.test, frame) is not None and (any(
+                if polarity and not negated and (self._boundary(stmt.test, frame) is not None
+                                                 or _counter_boundary(stmt, self.model) is not None) and (any(
                     kind in (EventKind.OPTIMIZER_STEP, EventKind.OPAQUE)
                     for call in self.calls(stmt.body) for kind in self.evidence.call_kinds(call, frame)
                 ) or self.evidence.updates_by_hand(stmt.body, frame.function)):
@@ -1577,6 +1578,27 @@ def _compares_with_none(test: cst.BaseExpression) -> bool:
         test = test.expression
     return isinstance(test, cst.Comparison) and any(
         isinstance(c.comparator, cst.Name) and c.comparator.value == "None" for c in test.comparisons)
+
+
+def _counter_boundary(stmt: cst.If, model: ModuleModel) -> Optional[str]:
+    """``k`` of ``if accumulated >= k: ...; accumulated = 0`` (also ``==``, ``>``, and or-ed with
+    another condition such as the epoch's end): a counter the loop adds to, reset where the
+    branch steps, is an accumulation boundary as much as ``(i + 1) % k == 0`` is."""
+    reset = {dotted(t.target) for line in block(stmt.body) if isinstance(line, cst.SimpleStatementLine)
+             for small in line.body if isinstance(small, cst.Assign) and isinstance(small.value, cst.Integer)
+             and small.value.value == "0" for t in small.targets}
+    reset.discard(None)
+    if not reset:
+        return None
+    for node in walk(stmt.test):
+        if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+            continue
+        target = node.comparisons[0]
+        if isinstance(target.operator, (cst.GreaterThanEqual, cst.GreaterThan, cst.Equal)) and dotted(node.left) in reset:
+            return " ".join(model.module.code_for_node(target.comparator).split())
+        if isinstance(target.operator, (cst.LessThanEqual, cst.LessThan)) and dotted(target.comparator) in reset:
+            return " ".join(model.module.code_for_node(node.left).split())
+    return None
 
 
 def _literal_flags(model: ModuleModel) -> Tuple[FrozenSet[str], FrozenSet[str]]:
