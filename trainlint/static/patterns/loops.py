@@ -877,23 +877,31 @@ def _evaluation_losses_kept(ctx: Context) -> Iterable[Match]:
     """``running_vloss += vloss`` in an evaluation loop that runs without no_grad (TL502's loop),
     ``vloss`` computed from the model's output there: each batch's graph stays alive in the sum."""
     reported: Set[int] = set()
-    for _, forward in eval_forwards(ctx):
+    # the evaluation's forward in this function, or in a function of this module that an
+    # evaluation (``model.eval(); evaluate(model, loader)``) calls
+    forwards = [forward for _, forward in eval_forwards(ctx)]
+    forwards += [forward for _, _, forward, _, foreign in eval_calls(ctx)
+                 if foreign is None and forward.loops and forward.function is not None]
+    for forward in forwards:
         fn, loop = forward.function, forward.loops[-1]
         inside = {id(node) for node in ctx.model.subtree(loop)}
         outputs = {dotted(target) for target, value in fn.assigns if value is forward.call}
         losses = {
             target.value for target, value in fn.assigns
             if isinstance(target, cst.Name) and isinstance(value, cst.Call) and id(value) in inside
-            and value is not forward.call and any(dotted(a.value) in outputs or a.value is forward.call for a in value.args)
+            and value is not forward.call and any(
+                a.value is forward.call or any(dotted(n) in outputs for n in walk(a.value)
+                                               if isinstance(n, (cst.Name, cst.Attribute))) for a in value.args)
         }
         for aug in fn.aug_assigns:
-            name = aug.value.value if isinstance(aug.value, cst.Name) else None
+            name = _carried(aug.value, losses) if isinstance(aug.value, (cst.Name, cst.Call)) else None
             if (name not in losses or not isinstance(aug.operator, cst.AddAssign) or id(aug) not in inside
                     or id(aug) in reported or _rebound_detached(ctx, fn, name) or _reset_in_loop(aug.target, loop)):
                 continue
             reported.add(id(aug))
-            yield Match("TL503", aug, lambda line_of, n=name, c=ctx.code(aug), f=forward.call: (
-                f"`{c}` keeps the tensor `{n}` itself, and with it the autograd graph of every "
+            kept = f"the tensor `{name}` itself" if isinstance(aug.value, cst.Name) else f"a tensor computed from `{name}`"
+            yield Match("TL503", aug, lambda line_of, n=name, c=ctx.code(aug), f=forward.call, k=kept: (
+                f"`{c}` keeps {k}, and with it the autograd graph of every "
                 f"evaluation batch ({ctx.label(f)}, {line_of(f)}, runs without no_grad): memory grows "
                 f"with each batch until the evaluation is out of memory; accumulate {n}.item(), or "
                 f"evaluate under torch.no_grad()."
@@ -1254,9 +1262,12 @@ _MOVES = frozenset({"cpu", "to", "cuda"})
 
 def _carried(value: cst.BaseExpression, losses: Set[str]) -> Optional[str]:
     """The loss whose graph ``value`` still holds: ``loss``, ``loss.cpu()``, ``loss.to("cpu")``,
-    and arithmetic on it (``loss / len(loader)``, ``weight * loss``, ``-loss``), which makes a new
-    tensor whose graph includes the loss's."""
+    a reduction or reshape of it (``loss.sum()``, ``loss.mean()``), and arithmetic on it
+    (``loss / len(loader)``, ``weight * loss``, ``-loss``), which makes a new tensor whose graph
+    includes the loss's."""
     value = _unmoved(value)
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _REDUCTIONS:
+        value = _unmoved(value.func.value)
     if isinstance(value, cst.Name):
         return value.value if value.value in losses else None
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
@@ -1267,6 +1278,9 @@ def _carried(value: cst.BaseExpression, losses: Set[str]) -> Optional[str]:
 
 
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+# Tensor methods whose result is computed from the tensor by autograd: the graph comes along.
+_REDUCTIONS = frozenset({"sum", "mean", "squeeze", "unsqueeze", "view", "reshape", "flatten", "float", "double",
+                         "abs", "clone"})
 
 
 def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
