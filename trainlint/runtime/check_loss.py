@@ -2,6 +2,7 @@
 log_softmax, or the input of nll_loss by log(softmax(x)), as its autograd node shows."""
 from __future__ import annotations
 
+from ..wording import normalised_twice
 from .sites import user_site
 
 RULES = ("TL801",)
@@ -38,8 +39,7 @@ def install(patcher, hub) -> None:
                     if what:
                         hub.found("TL801", user_site(), lambda: (
                             f"{label} receives the output of {what}, but cross-entropy applies "
-                            f"log_softmax itself: the logits are squashed twice, gradients shrink as "
-                            f"predictions sharpen and training stalls at a worse loss; pass the raw "
+                            f"log_softmax itself: {normalised_twice(what)}; pass the raw "
                             f"logits (or log_softmax + NLLLoss)."
                         ))
                 return original(input, *args, **kwargs)

@@ -12,6 +12,7 @@ from ..calls import arg, is_none, literal_bool, literal_number
 from ..module import Function, ModuleModel
 from ..names import dotted, plain_key
 from ..project import names_an_import
+from ...wording import normalised_twice
 from ..roles import LOSS_FN
 from ..walk import children, walk
 from . import Context, Match
@@ -195,8 +196,7 @@ def softmax_before_cross_entropy(ctx: Context) -> Iterable[Match]:
             continue
         yield Match("TL801", site.call, lambda line_of, c=site.call, w=what: (
             f"{ctx.label(c)} receives the output of {w}, but cross-entropy applies log_softmax "
-            f"itself: the logits are squashed twice, gradients shrink as predictions sharpen and "
-            f"training stalls at a worse loss; pass the raw logits (or log_softmax + NLLLoss)."
+            f"itself: {normalised_twice(w)}; pass the raw logits (or log_softmax + NLLLoss)."
         ))
 
 
@@ -246,8 +246,7 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
             yield Match("TL801", node, lambda line_of, c=site.call, w=what, l=inside.label(loss.call), f=callee.name, p=where,
                         at=at, h=here: (
                 f"{at}{ctx.label(c)}{f' ({h}{line_of(c)})' if at else ''} hands {f}() a model whose output is {w}, and {f}() passes it "
-                f"to {l} ({p}), but cross-entropy applies log_softmax itself: the logits are squashed twice, "
-                f"gradients shrink as predictions sharpen and training stalls at a worse loss; have the model "
+                f"to {l} ({p}), but cross-entropy applies log_softmax itself: {normalised_twice(w)}; have the model "
                 f"return raw logits (or use log_softmax + NLLLoss)."
             ), origin=origin if origin is not ctx.model else None)
             break

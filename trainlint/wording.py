@@ -1,0 +1,14 @@
+"""Consequences that the static engine and the guard both state, worded once so that the two
+reports of one finding say the same thing."""
+
+
+def normalised_twice(what: str) -> str:
+    """What feeding cross-entropy the output of ``what`` does. Probabilities are squashed again;
+    log-probabilities come back unchanged (log_softmax is idempotent), so that loss is right only
+    by that accident."""
+    ops = what.split(" or ")
+    if all(("log_softmax" in op or "LogSoftmax" in op) and not op.startswith("exp(") for op in ops):
+        return ("log_softmax of log-probabilities gives them back unchanged, so the loss is right only by "
+                "that accident: the output reads as log-probabilities that this loss treats as logits, and "
+                "a softmax or a temperature put in its place trains on squashed scores with no error")
+    return "the logits are squashed twice, gradients shrink as predictions sharpen and training stalls at a worse loss"
