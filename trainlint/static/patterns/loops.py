@@ -1045,6 +1045,18 @@ def _kept_by_the_object(method: Function, param: str) -> Optional[cst.CSTNode]:
     return None
 
 
+_SAME_ELEMENTS = frozenset({"sorted", "reversed", "list", "tuple", "iter", "tqdm.tqdm", "tqdm.auto.tqdm",
+                            "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
+
+
+def _same_elements(method: Function, source: cst.BaseExpression) -> cst.BaseExpression:
+    """``values`` of ``tqdm(values)``, ``sorted(values)``: what a loop over it visits."""
+    while isinstance(source, cst.Call) and source.args and source.args[0].keyword is None and (
+            (method.owner.imports.qualify(source.func) or dotted(source.func)) in _SAME_ELEMENTS):
+        source = source.args[0].value
+    return source
+
+
 def _elements_of(method: Function, param: str) -> Set[str]:
     """Names a loop of ``method`` binds to the elements of ``param``: ``for v in values``,
     ``for i, v in enumerate(values)``."""
@@ -1052,10 +1064,10 @@ def _elements_of(method: Function, param: str) -> Set[str]:
     for node in walk(method.node):
         if not isinstance(node, cst.For):
             continue
-        source, target = node.iter, node.target
+        source, target = _same_elements(method, node.iter), node.target
         if isinstance(source, cst.Call) and dotted(source.func) == "enumerate" and source.args \
                 and isinstance(target, cst.Tuple) and len(target.elements) == 2:
-            source, target = source.args[0].value, target.elements[1].value
+            source, target = _same_elements(method, source.args[0].value), target.elements[1].value
         if isinstance(source, cst.Name) and source.value == param and isinstance(target, cst.Name):
             names.add(target.value)
     return names
