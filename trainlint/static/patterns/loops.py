@@ -268,8 +268,9 @@ def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
         end = min((order.get(id(s.statement), -1) for s in ctx.sites.in_function(fn)
                    if s.receiver == model and _sets_mode(s, training=True) and order.get(id(s.statement), -1) > start),
                   default=None)
+        called = any(_runs(s.call, model) for s in ctx.sites.in_function(fn))
         for forward in ctx.sites.in_function(fn):
-            if not _runs_site(forward, model) or not forward.loops:
+            if not _runs_site(forward, model, called) or not forward.loops:
                 continue
             if any(is_no_grad(ctx, w) for w in forward.withs):
                 continue
@@ -294,14 +295,18 @@ def _module_path(node: cst.BaseExpression) -> Optional[str]:
     return dotted(node)
 
 
-def _runs_site(site, model: str) -> bool:
-    """A forward of the module at ``model`` (see ``_runs``), or a method of its own class whose
-    result is used (``_, moves = model.predict(batch)``, ``audio = model.incremental_forward(c)``):
-    a method that the module's class adds to torch's computes with its parameters. A bare call
-    (``model.reset_state()``) is a setter, and torch's own methods (``state_dict``, ``to``) are not
-    forwards."""
+def _runs_site(site, model: str, called: bool = False) -> bool:
+    """A forward of the module at ``model`` (see ``_runs``), or, where the function never calls the
+    module itself (``called``), a method of its own class whose result is used (``_, moves =
+    model.predict(batch)``): a method that the module's class adds to torch's computes with its
+    parameters. A bare call (``model.reset_state()``) is a setter, torch's own methods
+    (``state_dict``, ``to``) are not forwards, and beside ``model(x)`` a method is more likely a
+    metric of its output (``model.test(log_probs, y)``). A module's own code (``self``) calling its
+    parts leaves gradients to its caller."""
     if _runs(site.call, model):
         return True
+    if called or model == "self":
+        return False
     func = site.call.func
     if not isinstance(func, cst.Attribute) or func.attr.value in _MODULE_API or func.attr.value.startswith("_"):
         return False
@@ -476,11 +481,18 @@ def _also_trains_with(ctx: Context, call, model: str, start: int) -> bool:
     order = ctx.sites.statement_order
     callee = _callee(ctx, call)[0]
     sites = ctx.sites.in_function(call.function)
-    trained = [order.get(id(s.statement), -1) for s in sites if _sets_mode(s, training=True)
-               and isinstance(s.call.func, cst.Attribute) and _module_path(s.call.func.value) == model]
+    modes = sorted((order.get(id(s.statement), -1), _sets_mode(s, training=True)) for s in sites
+                   if (_sets_mode(s, training=True) or _sets_mode(s, training=False))
+                   and isinstance(s.call.func, cst.Attribute) and _module_path(s.call.func.value) == model)
+
+    def in_train_mode(at: int) -> bool:  # the last mode set before ``at`` is train()
+        before = [training for when, training in modes if when < at]
+        return bool(before) and before[-1]
+
     return callee is not None and any(
         other is not call and other.name == call.name and _callee(ctx, other)[0] is callee
-        and any(t < order.get(id(other.statement), -1) < start for t in trained) for other in sites)
+        and order.get(id(other.statement), -1) < start and in_train_mode(order.get(id(other.statement), -1))
+        for other in sites)
 
 
 def _callee(ctx: Context, call) -> Tuple[Optional[Function], Context]:
@@ -527,12 +539,13 @@ def _forwards_through(ctx: Context, call, model: str, looping: bool, depth: int,
         return  # it trains (eval() before it is TL501's concern), or needs the gradients it computes
     steps = [s for s in inside.sites.in_function(callee) if inside.sites.is_training_step(s)]
     order = inside.sites.statement_order
+    called = any(_runs(s.call, inner) for s in inside.sites.in_function(callee))
     for site in inside.sites.in_function(callee):
         if site.call is call or any(is_no_grad(inside, w) for w in site.withs):
             continue
         if _grad_switched_off(inside, callee, inner, order.get(id(site.statement), -1)):
             continue
-        if _runs_site(site, inner) and (looping or site.loops):
+        if _runs_site(site, inner, called) and (looping or site.loops):
             yield site, bool(steps), inside
         elif depth < 1 and not _runs(site.call, inner):
             yield from _forwards_through(inside, site, inner, looping or bool(site.loops), depth + 1, seen | {id(callee.node)})
