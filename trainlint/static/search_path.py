@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -106,7 +106,7 @@ def declared_roots(model: "ModuleModel") -> List[Path]:
 
     def added_by(statement: cst.CSTNode) -> None:
         """Put on the list what a top-level statement's calls add to sys.path."""
-        for node in (n for n in walk(statement) if type(n) is cst.Call):
+        for node in (n for n in model.subtree(statement) if type(n) is cst.Call):
             value = _path_added(node)
             if value is not None:
                 add(value)
@@ -122,7 +122,7 @@ def declared_roots(model: "ModuleModel") -> List[Path]:
 
     for statement in model.module.body:
         if isinstance(statement, cst.FunctionDef):
-            adder = _adding_parameter(statement)
+            adder = _adding_parameter(statement, model.subtree(statement))
             if adder is not None:
                 adders[statement.name.value] = adder
             continue
@@ -151,11 +151,11 @@ def _path_added(call: cst.Call) -> Optional[cst.BaseExpression]:
     return None
 
 
-def _adding_parameter(function: cst.FunctionDef) -> Optional[Tuple[int, str]]:
+def _adding_parameter(function: cst.FunctionDef, nodes: Iterable[cst.CSTNode]) -> Optional[Tuple[int, str]]:
     """(position, name) of the parameter a function puts on sys.path (``def add_path(path):
-    sys.path.insert(0, path)``), or None."""
+    sys.path.insert(0, path)``), or None. ``nodes``: the function's subtree."""
     params = [p.name.value for p in function.params.params]
-    for node in (n for n in walk(function) if type(n) is cst.Call):
+    for node in (n for n in nodes if type(n) is cst.Call):
         value = _path_added(node)
         if isinstance(value, cst.Name) and value.value in params:
             return params.index(value.value), value.value
@@ -179,7 +179,7 @@ def _imported_adders(path: Path, names, depth: int = 0) -> Dict[str, Tuple[int, 
         module = cst.parse_module(text)
     except cst.ParserSyntaxError:
         return {}
-    defined = {s.name.value: _adding_parameter(s) for s in module.body if isinstance(s, cst.FunctionDef)}
+    defined = {s.name.value: _adding_parameter(s, walk(s)) for s in module.body if isinstance(s, cst.FunctionDef)}
     if path.name == "__init__.py" and depth < 2:  # ``from .impl import add_path``
         for statement in module.body:
             for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
