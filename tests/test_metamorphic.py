@@ -139,9 +139,10 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # ALIAS (2)
     ("TL201/bad_hooked_transformer_loss.py", "inline_helper"): _ALIAS,
     ("TL801/bad_sequential_built_by_helper.py", "inline_helper"): _ALIAS,
-    # DICT_ENTRY_ARG (2)
+    # DICT_ENTRY_ARG (3)
     ("projects/engine_split_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     ("projects/relative_package_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
+    ("projects/epochs_run_by_another_module_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     # WRAP_SELF_WRAP (2)
     ("TL203/bad_fully_shard_no_gradient_sync_toggle.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "wrap_in_class"): _WRAP_SELF_WRAP,

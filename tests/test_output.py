@@ -61,7 +61,7 @@ def test_full_shows_the_statement_and_the_other_file_the_message_names(monkeypat
     assert _frames(result.stdout) == [
         "   |",
         "15 |     criterion = torch.nn.CrossEntropyLoss()",
-        "16 |     for epoch in range(epochs):",
+        "16 |     for epoch in range(epochs):  # expect: TL301",
         "17 |         scheduler.step()  # expect: TL102",
         "   |         ^^^^^^^^^^^^^^^^ TL102",
         "18 |         train_one_epoch(model, criterion, data_loader_train, optimizer, loss_scaler)",

@@ -129,17 +129,17 @@ def test_settings_from_the_initialization_options(client):
 
 def test_findings_in_other_files_configuration_and_deleted_files(client):
     server = client()
-    for name in ("main.py", "engine.py"):
-        shutil.copy(FIXTURES / "projects" / "engine_split_bad" / name, client.workspace / name)
-    main, engine = client.workspace / "main.py", client.workspace / "engine.py"
+    for name in ("main.py", "trainer.py"):
+        shutil.copy(FIXTURES / "projects" / "epochs_run_by_another_module_bad" / name, client.workspace / name)
+    main, engine = client.workspace / "main.py", client.workspace / "trainer.py"
     main_uri, engine_uri = server.open(main), engine.as_uri()
 
     def codes(diagnostics):
         return [(d["code"], d["range"]["start"]["line"]) for d in diagnostics]
 
-    # The witness of the missing set_epoch ends in engine.py: published for engine.py's URI.
+    # The epochs and their missing set_epoch are trainer.py's: published for trainer.py's URI.
     now = server.published(main_uri, engine_uri)
-    assert codes(now[main_uri]) == [("TL102", 16)] and codes(now[engine_uri]) == [("TL301", 6)]
+    assert codes(now[main_uri]) == [("TL102", 14)] and codes(now[engine_uri]) == [("TL301", 6)]
     registered = [r for r in server.server_requests if r["method"] == "client/registerCapability"]
     globs = {w["globPattern"] for r in registered for reg in r["params"]["registrations"]
              for w in reg["registerOptions"]["watchers"]}
@@ -154,7 +154,7 @@ def test_findings_in_other_files_configuration_and_deleted_files(client):
     # The editor's settings, as the command line's options: a select starts over, as --select does.
     server.notify("workspace/didChangeConfiguration", {"settings": {"trainlint": {"select": ["TL102"]}}})
     now = server.published(main_uri, engine_uri)
-    assert codes(now[main_uri]) == [("TL102", 16)] and codes(now[engine_uri]) == []
+    assert codes(now[main_uri]) == [("TL102", 14)] and codes(now[engine_uri]) == []
 
     # Pulled with workspace/configuration when the notification carries none.
     server.settings = {"trainlint": {"select": ["TL301"]}}

@@ -208,14 +208,14 @@ def test_the_configuration_is_found_as_the_cli_finds_it(tmp_path):
 
 
 def test_a_finding_in_another_file_of_the_project_is_that_files(tmp_path):
-    project = tmp_path / "engine_split_bad"
+    project = tmp_path / "epochs_run_by_another_module_bad"
     project.mkdir()
-    for name in ("main.py", "engine.py"):
-        write(project, name, (FIXTURES / "projects" / "engine_split_bad" / name).read_text())
+    for name in ("main.py", "trainer.py"):
+        write(project, name, (FIXTURES / "projects" / "epochs_run_by_another_module_bad" / name).read_text())
     main = project / "main.py"
     outcome = analyse(main, main.read_text(), Options(cache=False))
     assert {path.name: [f.rule for f in found] for path, found in outcome.findings.items()} == {
-        "main.py": ["TL102"], "engine.py": ["TL301"]}
+        "main.py": ["TL102"], "trainer.py": ["TL301"]}
 
 
 def test_a_file_that_cannot_be_analysed_is_one_failure(tmp_path):
