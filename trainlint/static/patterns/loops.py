@@ -355,7 +355,7 @@ def eval_calls(ctx: Context) -> Iterable[Tuple[object, object, object, bool, obj
     for site in ctx.sites.sites:
         func = site.call.func
         model = _module_path(func.value) if isinstance(func, cst.Attribute) else None
-        if model is None or not _sets_mode(site, training=False):
+        if model is None or not (_sets_mode(site, training=False) or _own_eval(ctx, site, model)):
             continue
         fn = site.function  # None: the module's own code (``if __name__ == "__main__":``)
         if fn is not None and no_grad_function(ctx, fn):
@@ -376,6 +376,14 @@ def eval_calls(ctx: Context) -> Iterable[Tuple[object, object, object, bool, obj
             for forward, shared, inside in _forwards_through(ctx, call, model, bool(call.loops), 0, seen):
                 foreign = inside.model if inside.model is not ctx.model else None
                 yield site, call, forward, shared or _also_trains_with(ctx, call, model, start), foreign
+
+
+def _own_eval(ctx: Context, site, model: str) -> bool:
+    """``model.eval(Stage.EVAL)``: a class's own ``eval`` that takes an argument, on an object the
+    same function switches back with torch's ``model.train()``: a module's mode switch."""
+    return site.name == "eval" and bool(site.call.args) and any(
+        s.name == "train" and not s.call.args and isinstance(s.call.func, cst.Attribute)
+        and _module_path(s.call.func.value) == model for s in ctx.sites.in_function(site.function))
 
 
 def evaluations_by_parameter(ctx: Context) -> Iterable[Tuple[object, object, object]]:
