@@ -25,7 +25,6 @@ from .positions import Positions
 from .roles import SCALER
 from .project import Project, parsed_before, pinning, remember_checked, start_check
 from .sites import SiteIndex
-from .walk import children
 
 # Rules decided by the shared ordering checker over explored paths, and rules that are patterns.
 FLOW_RULES = checker.CHECKED_RULES
@@ -301,7 +300,7 @@ def _analyze_results(
     entries = {v: call for v in violations for call in [_call_into_other_module(v, witnesses.get(v), model)] if call is not None}
     # A pass of another module's function that this module's loop repeats: reported at that loop.
     epoch_loops = {v: loop for v in violations if v not in entries
-                   for loop in [_epoch_loop_here(v, witnesses.get(v), model)] if loop is not None}
+                   for loop in [_epoch_loop_here(v, witnesses.get(v), model, sites)] if loop is not None}
     # The functions first: each is rendered once for its position and places the statements in it.
     nodes = [fn.node for fn in called if fn.owner in (None, model)]
     nodes += [ev.site for ev in events if ev.origin is None] + [m.node for m in matches if m.origin is None] + list(entries.values())
@@ -413,7 +412,7 @@ def _call_into_other_module(violation: Violation, witness: Optional[Witness], mo
     return entry
 
 
-def _epoch_loop_here(violation: Violation, witness: Optional[Witness], model: ModuleModel
+def _epoch_loop_here(violation: Violation, witness: Optional[Witness], model: ModuleModel, sites: SiteIndex
                      ) -> Optional[Tuple[cst.CSTNode, cst.Call]]:
     """TL301 on a pass in another module's function (``fit_one_epoch(model, loader, epoch)``) that
     a loop of this module calls: that loop is the epoch loop, where ``set_epoch`` goes (the sampler
@@ -427,24 +426,8 @@ def _epoch_loop_here(violation: Violation, witness: Optional[Witness], model: Mo
         caller = witness.reported_in[index - 1][0] if index else None
         if caller is not None and caller.owner not in (None, model):
             return None  # entered from another module: its loop, not one of ours
-        loop = _innermost_loop_around(caller.node if caller is not None else model.module, call)
-        return (loop, call) if loop is not None else None
-    return None
-
-
-def _innermost_loop_around(scope: cst.CSTNode, target: cst.CSTNode) -> Optional[cst.CSTNode]:
-    """The innermost ``for``/``while`` of ``scope``'s own code (not nested definitions') whose
-    body holds ``target``."""
-    stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(scope, None)]
-    while stack:
-        node, loop = stack.pop()
-        if node is target:
-            return loop
-        kind = type(node)
-        if node is not scope and kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            continue
-        inner = node if kind in (cst.For, cst.While) else loop
-        stack.extend((child, inner) for child in children(node))
+        site = sites.of_call(call)  # the loops around a call are the call-site index's
+        return (site.loops[-1], call) if site is not None and site.loops else None
     return None
 
 

@@ -30,7 +30,7 @@ from .losses import arguments_given
 from .module import Function, ModuleModel, block
 from .calls import NONE_ARGUMENT, literal_arguments, literal_bool, parameters_given
 from .comparisons import Comparison, comparison, floors, satisfiable
-from .names import dotted, selectors
+from .names import PROGRESS_BARS, dotted, selectors
 from .budget import CALL_DEPTH, LOOP_ROUNDS, Budget
 from .project import Project
 from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER
@@ -115,7 +115,6 @@ _EVENT_NAMES = frozenset({
 })
 
 _COUNTERS = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "itertools.count"})
-_PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 _JUMP_TYPES = frozenset((cst.Return, cst.Raise, cst.Break, cst.Continue))
 _GRAD_EDIT_TYPES = frozenset((cst.Assign, cst.AugAssign, cst.Expr))  # statements that may set .grad
 
@@ -978,7 +977,7 @@ class Interpreter:
         qualified = self.model.imports.qualify(func)
         if qualified is None and isinstance(func, cst.Name):
             return func.value == "enumerate"
-        return qualified in _PROGRESS_BARS
+        return qualified in PROGRESS_BARS
 
     def _built_in(self, loop) -> FrozenSet[str]:
         """Paths assigned a freshly constructed optimizer inside the loop body."""

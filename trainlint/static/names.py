@@ -11,6 +11,9 @@ from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
+# tqdm's progress bars by qualified name: each iterates what it wraps, element for element.
+PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
+
 
 def dotted(node: cst.BaseExpression) -> Optional[str]:
     """``a.b.c`` for a chain of names and attributes, else None."""

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..local_values import LocalValues
 from ..module import Function, block
-from ..names import dotted, literal_key
+from ..names import PROGRESS_BARS, dotted, literal_key
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
 from ..calls import NONE_ARGUMENT, arg, kwarg, literal_arguments, literal_bool, literal_number, literal_str, parameters_given
@@ -1066,8 +1066,7 @@ def _kept_by_the_object(method: Function, param: str) -> Optional[cst.CSTNode]:
     return None
 
 
-_SAME_ELEMENTS = frozenset({"sorted", "reversed", "list", "tuple", "iter", "tqdm.tqdm", "tqdm.auto.tqdm",
-                            "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
+_SAME_ELEMENTS = frozenset({"sorted", "reversed", "list", "tuple", "iter"}) | PROGRESS_BARS
 
 
 def _same_elements(method: Function, source: cst.BaseExpression) -> cst.BaseExpression:
