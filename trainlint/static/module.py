@@ -118,6 +118,7 @@ class ModuleModel:
         # Project modules whose loaders this one adopted, with their (size, mtime) then.
         self.data_sources: List[Tuple["ModuleModel", Tuple[int, int]]] = []
         self._objects: Optional["ObjectFlow"] = None
+        self._exported: Optional["ObjectFlow"] = None
 
     # ----------------------------------------------------------------- collection
     def _collect(self, body: Body, cls: Optional[str], func: Optional[Function]) -> None:
@@ -213,11 +214,29 @@ class ModuleModel:
                 raise
         return flow
 
+    def exported(self) -> "ObjectFlow":
+        """The flow of the module level alone: what other modules read of this one (its
+        top-level objects, the bindings its functions see when another module calls them)."""
+        if self._exported is None:
+            from .objects import ObjectFlow  # objects.py builds on this module
+
+            self._exported = ObjectFlow(self, exported=True)
+        return self._exported
+
+    def kept_flows(self) -> List["ObjectFlow"]:
+        """The object flows computed so far (``project.start_check`` decides which stay)."""
+        return [flow for flow in (self._objects, self._exported) if flow is not None]
+
+    def forget_flow(self, flow: "ObjectFlow") -> None:
+        """Drop ``flow`` (and, for the whole module's, the roles read from it)."""
+        if flow is self._exported:
+            self._exported = None
+        if flow is self._objects:
+            self.forget_objects()
+
     def forget_objects(self) -> None:
-        """Drop the object flow and the roles read from it. A flow is not a fact of the module
-        alone: the summaries other modules ask of it store their objects on its own (an instance
-        of its class given a caller's model), so a flow kept from one checked file's analysis
-        would answer the next file with the first one's objects."""
+        """Drop the object flow and the roles read from it: something outside its own run
+        changed it, or it read a module's flow that changed (see ``objects.Home``)."""
         self._objects = None
         self._roles = None
 

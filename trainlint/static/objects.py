@@ -65,15 +65,92 @@ _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.
                          r"cross_entropy|nll_loss")
 
 
+class Home:
+    """The world of one module's own flow: its objects, and those that other modules' functions
+    made for it when it called them (see ``ObjectFlow.flow_for``). Each object belongs to one.
+    Modules that read each other while their runs are under way (an import cycle) are one world.
+
+    A finished world is kept from one checked file to the next while it is what a fresh
+    computation would give: nothing outside its runs changed one of its objects (a caller that
+    stored into a module-level object of it, a rule's later question that grew a field), and every
+    world it read from is kept too."""
+
+    __slots__ = ("merged_into", "running", "finished", "dirty", "uses")
+
+    def __init__(self) -> None:
+        self.merged_into: Optional["Home"] = None
+        self.running = 0  # runs of its modules' flows under way
+        self.finished = False
+        self.dirty = False
+        self.uses: Set["Home"] = set()  # worlds whose objects it read
+
+    def find(self) -> "Home":
+        home = self
+        while home.merged_into is not None:
+            home = home.merged_into
+        return home
+
+    def read(self, other: "Home") -> None:
+        """This world read objects of ``other``'s."""
+        mine, theirs = self.find(), other.find()
+        if mine is theirs:
+            return
+        if theirs.running:  # read in the middle of its run (an import cycle): one world, finished together
+            mine.merged_into = theirs
+            theirs.running += mine.running
+            theirs.dirty |= mine.dirty
+            theirs.uses |= mine.uses
+        elif theirs.finished:
+            mine.uses.add(theirs)
+        else:
+            mine.dirty = True
+
+    def start(self) -> None:
+        self.find().running += 1
+
+    def stop(self) -> None:
+        home = self.find()
+        home.running -= 1
+        if not home.running:
+            home.finished = True
+
+
+def changed(obj: "Obj") -> None:
+    """``obj`` changed: after its world's runs are done, that is a change from outside them."""
+    home = obj.home.find()
+    if home.finished:
+        home.dirty = True
+
+
+def keep_finished(flows: Iterable["ObjectFlow"]) -> Set[int]:
+    """The ids of those ``flows`` that the next checked file may use as they are: their world
+    finished, not changed since, and reading only worlds that are kept too (see ``Home``)."""
+    flows = list(flows)
+    homes = {}
+    for flow in flows:
+        home = flow.home.find()
+        if home.finished and not home.dirty:
+            homes[id(home)] = home
+    dropped = True
+    while dropped:
+        dropped = False
+        for key, home in list(homes.items()):
+            if any(id(used.find()) not in homes for used in home.uses):
+                del homes[key]
+                dropped = True
+    return {id(flow) for flow in flows if id(flow.home.find()) in homes}
+
+
 class Obj:
     """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
 
     __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "node", "given_parameters", "unknown",
-                 "changed_at", "__weakref__")
+                 "changed_at", "home", "__weakref__")
 
-    def __init__(self, role: Optional[Role], name: str, cls: Optional[str] = None,
+    def __init__(self, home: Home, role: Optional[Role], name: str, cls: Optional[str] = None,
                  module: Optional["ModuleModel"] = None, origin: Optional[str] = None,
                  node: Optional[cst.CSTNode] = None) -> None:
+        self.home = home  # the module flow whose world it belongs to
         self.role = role  # training objects: kind and literal facts; None for instances and containers
         self.cls = cls  # project class instances: the class name
         # and the module defining the class: weakly (it may own this object), with its file to
@@ -113,6 +190,7 @@ class Obj:
         if len(held) == before:
             return False
         self.changed_at = next(_CLOCK)
+        changed(self)
         return True
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
@@ -122,9 +200,21 @@ class Obj:
 class ObjectFlow:
     """The objects of one module's expressions, computed once per module (flow-insensitive)."""
 
-    def __init__(self, model: "ModuleModel") -> None:
+    def __init__(self, model: "ModuleModel", serving: Optional["ObjectFlow"] = None, exported: bool = False) -> None:
         # weak, like every link back to a model: it owns this flow (see module.Function)
         self._model = weakref.ref(model)
+        # A module's own flow serves itself. Another module's functions that it calls are computed
+        # for it by a flow of its own for that module (``flow_for``): what they make and store is
+        # part of this module's world, so a second module calling the same function with its
+        # objects never sees the first one's, and this flow can be kept across checked files.
+        self._serving = weakref.ref(serving) if serving is not None else None
+        self.home = serving.home if serving is not None else Home()
+        self._helpers: "weakref.WeakKeyDictionary[ModuleModel, ObjectFlow]" = weakref.WeakKeyDictionary()
+        # Only the module level, which is what other modules read of it (``ModuleModel.exported``):
+        # the same whatever else of the module was computed, so a reader's verdict never depends
+        # on whether something else ran the module whole first.
+        self._exported = exported
+        self._top_level_done = False
         self._allocated: Dict[Tuple[int, int], Obj] = {}  # (id(call node), index) -> its object
         # (function or None for module level) -> access path -> objects
         self.scopes: Dict[Optional[int], Dict[str, Set[Obj]]] = {}
@@ -135,7 +225,6 @@ class ObjectFlow:
         self._active: Set[tuple] = set()
         self._changed = False
         self._read: Dict[object, "ModuleModel"] = {}  # project modules read for their objects, by path
-        self._top_level_done = False
         self._answered: List[Tuple[str, Obj, Optional["Function"]]] = []  # see _answer_protocols
         self._asked_of: Dict[int, Dict[str, Set[Tuple[str, int]]]] = {}
         self._settled: Optional[Dict[Tuple[int, Optional[int]], Tuple[cst.BaseExpression, Objects]]] = None  # see run()
@@ -152,16 +241,42 @@ class ObjectFlow:
         """Every scope of the module: its top level and each function."""
         model = self.model
         self._top_level_done = True
-        self._rounds([(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions])
-        self._answer_protocols([model.top] + list(model.all_functions))
+        self.home.start()
+        try:
+            self._rounds([(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions])
+            self._answer_protocols([model.top] + list(model.all_functions))
+        finally:
+            self.home.stop()
         self._settled = {}  # from now on, what an expression is asked again is answered from here
 
+    def flow_for(self, model: "ModuleModel") -> "ObjectFlow":
+        """The flow that computes ``model``'s functions for this module's world (see __init__)."""
+        serving = self._serving() if self._serving is not None else self
+        if model is serving.model:
+            return serving
+        found = serving._helpers.get(model)
+        if found is None:
+            found = serving._helpers[model] = ObjectFlow(model, serving)
+        return found
+
+    def _exported_flow(self) -> "ObjectFlow":
+        """What other modules read of this flow's module: its module level (see __init__)."""
+        flow = self.model.exported()
+        flow.top_level()
+        self.home.read(flow.home)
+        return flow
+
     def top_level(self) -> Dict[str, Set[Obj]]:
-        """The module's top-level objects, computed alone when the module is only read for them
-        or for a function's summary (another module's flow asks; the rest is never needed)."""
+        """The module's top-level objects: computed alone for a flow of the module level only."""
+        if self._serving is not None:
+            return self._exported_flow().top_level()
         if not self._top_level_done:
             self._top_level_done = True
-            self._rounds([(None, self.model.module_assigns)])
+            self.home.start()
+            try:
+                self._rounds([(None, self.model.module_assigns)])
+            finally:
+                self.home.stop()
         return self.scopes.get(None, {})
 
     def _rounds(self, scopes) -> None:
@@ -301,6 +416,7 @@ class ObjectFlow:
             kind = OPTIMIZER if obj.given_parameters and ("step", 0) in methods else _answered_kind(methods)
             if kind is not None:
                 obj.role = Role(kind)
+                changed(obj)  # an object of another module's world, known here by its methods
         self._answered = [(path, obj, fn) for path, obj, fn in dict.fromkeys(seen) if obj.role is not None]
 
     # ----------------------------------------------------------------- bindings
@@ -389,6 +505,8 @@ class ObjectFlow:
         return asked
 
     def _lookup(self, path: str, fn: Optional["Function"]) -> Objects:
+        if self._serving is not None:
+            return self._exported_flow()._lookup(path, fn)
         reads = _READS
         scope = fn
         while scope is not None:
@@ -471,6 +589,8 @@ class ObjectFlow:
         in it: one unknown object per such path (per class for ``self.x``, per function for a
         parameter), so the two places that read it read the same object (a scheduler built over
         ``optimizer = self.optimizer`` steps with ``self.optimizer.step()``)."""
+        if self._serving is not None:
+            return self._exported_flow()._from_outside(path, head, fn)
         if fn is None:
             return self._free_at_module_level(path, head)
         if path == "self" and _method_class(fn) is not None:
@@ -479,7 +599,7 @@ class ObjectFlow:
             key: tuple = ("instance", _method_class(fn))
             obj = self._outside.get(key)
             if obj is None:
-                obj = self._outside[key] = Obj(None, path, cls=_method_class(fn), module=self.model, origin=path)
+                obj = self._outside[key] = Obj(self.home, None, path, cls=_method_class(fn), module=self.model, origin=path)
             return obj
         if head == "self" and path != "self" and _method_class(fn) is not None:
             key = ("class", _method_class(fn), path)
@@ -489,7 +609,7 @@ class ObjectFlow:
             return None
         obj = self._outside.get(key)
         if obj is None:
-            obj = self._outside[key] = Obj(None, path, origin=path)
+            obj = self._outside[key] = Obj(self.home, None, path, origin=path)
         return obj
 
     def _free_at_module_level(self, path: str, head: str) -> Optional[Obj]:
@@ -506,7 +626,7 @@ class ObjectFlow:
         key = ("module", path)
         obj = self._outside.get(key)
         if obj is None:
-            obj = self._outside[key] = Obj(None, path, origin=path)
+            obj = self._outside[key] = Obj(self.home, None, path, origin=path)
         return obj
 
     def _container(self, expr, fn, bound, depth) -> Objects:
@@ -533,7 +653,7 @@ class ObjectFlow:
         key = (id(node), index)
         obj = self._allocated.get(key)
         if obj is None:
-            obj = self._allocated[key] = Obj(role, name, cls, module, node=node)
+            obj = self._allocated[key] = Obj(self.home, role, name, cls, module, node=node)
         return obj
 
     def _call(self, call: cst.Call, fn, bound, depth) -> Objects:
@@ -556,14 +676,19 @@ class ObjectFlow:
             if target is _NO_INIT:
                 return instances
             args = self._arguments(call, target, fn, bound, depth, instances)
-            summary = target.owner.flow().summary(target, args, depth + 1)
+            summary = self.flow_for(target.owner).summary(target, args, depth + 1)
             return instances if target.name == "__init__" and instances is not None else summary
         returned = self._library_returns(call, fn, bound, depth)
         if returned is not None:
             return self._handed_back(call, returned, positional, fn, bound, depth)
         made = self._allocate(call, None, name or "call")
-        made.unknown = True
-        made.given_parameters = any(_parameters_of_a_module(a.value) for a in call.args)
+        given = any(_parameters_of_a_module(a.value) for a in call.args)
+        if not made.unknown:  # just made
+            made.unknown = True
+            made.given_parameters = given
+        elif given and not made.given_parameters:
+            made.given_parameters = True
+            changed(made)
         return frozenset({made})
 
     def _handed_back(self, call, returned: library.Returned, positional, fn, bound, depth) -> Objects:
@@ -738,8 +863,10 @@ class ObjectFlow:
             # asked again for every expression that names it; not kept when an import cycle
             # being read answered None for now
             self._definitions[key] = found
-        elif _READS is not None:
-            _READS.add(_VOLATILE)
+        else:
+            self.home.dirty = True  # a provisional answer: not kept for the next checked file
+            if _READS is not None:
+                _READS.add(_VOLATILE)
         return found
 
     def reaching(self, expr: cst.BaseExpression, fn: Optional["Function"], callers, depth: int = 0) -> Objects:
@@ -788,8 +915,9 @@ class ObjectFlow:
         if found is None:
             return NONE
         other, defined = found
-        flow = other.flow()
+        flow = other.exported()
         table = flow.top_level()
+        self.home.read(flow.home)
         if _READS is not None:
             _READS.add((id(flow), "scope", None))
         return frozenset(table.get(defined, ()))
@@ -835,15 +963,16 @@ def _field(objects: Iterable[Obj], name: str) -> Objects:
         held = _reading(holder).fields.get(name)
         if held is None and holder.unknown:
             # a part of an unknown object is unknown too, and one object per part (the elements
-            # of ``model, opt, loader = engine.boost(...)`` are told apart by their methods)
-            part = Obj(None, f"{holder.name}{name}" if name.startswith("[") else f"{holder.name}.{name}")
+            # of ``model, opt, loader = engine.boost(...)`` are told apart by their methods);
+            # made when first read, as a fresh computation would: no change of its world
+            part = Obj(holder.home, None, f"{holder.name}{name}" if name.startswith("[") else f"{holder.name}.{name}")
             part.unknown = True
             held = holder.fields[name] = {part}
             holder.changed_at = next(_CLOCK)
         elif held is None and holder.origin is not None and name.startswith("["):
             # an element of what came in from outside came from outside too (``self.optimizer,
             # self.lr_scheduler = optimizers``): one object per element, known by its methods
-            part = Obj(None, f"{holder.name}{name}", origin=f"{holder.origin}{name}")
+            part = Obj(holder.home, None, f"{holder.name}{name}", origin=f"{holder.origin}{name}")
             held = holder.fields[name] = {part}
             holder.changed_at = next(_CLOCK)
         found.update(held or ())

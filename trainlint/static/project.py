@@ -125,12 +125,19 @@ def forget_parsed() -> None:
 
 
 def start_check() -> None:
-    """Before each checked file: the kept modules stay parsed, but their object flows are computed
-    again for this file (see ``ModuleModel.forget_objects``), so a file gets the same verdict
-    whichever files the process checked before it."""
-    for _, model in _PARSED.values():
-        if model is not None:
-            model.forget_objects()
+    """Before each checked file: the kept modules stay parsed, and their object flows stay while
+    they are what a fresh computation would give (see ``objects.Home``); the others are computed
+    again for this file, so a file gets the same verdict whichever files the process checked
+    before it."""
+    flows = [(model, flow) for _, model in _PARSED.values() if model is not None for flow in model.kept_flows()]
+    if not flows:
+        return
+    from .objects import keep_finished  # the objects layer loads with the first flow
+
+    kept = keep_finished(flow for _, flow in flows)
+    for model, flow in flows:
+        if id(flow) not in kept:
+            model.forget_flow(flow)
 
 
 def remember_checked(model: ModuleModel) -> None:
