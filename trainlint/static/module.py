@@ -388,12 +388,45 @@ class ModuleModel:
                 if found is not None:
                     return found
             return None
+        project = self._resolving(project)
+        return project.method(self, class_name, method, depth) if project is not None else None
+
+    def _resolving(self, project=None):
+        """The project this module's imports are resolved in (``project``, else its own)."""
         if project is None and self.project is None and self.path is not None:
             from .project import project_of  # project.py reads modules with this one
 
             project = project_of(self)
-        project = project or self.project
-        return project.method(self, class_name, method, depth) if project is not None else None
+        return project or self.project
+
+    def inherited_methods(self, class_name: str) -> List[Function]:
+        """The methods class ``class_name`` (defined here) inherits from classes of the project
+        and does not define itself, each the nearest definition of its name (the ``step`` of a
+        shared base class that a model class only configures)."""
+        own = {name for cls, name in self.methods if cls == class_name}
+        found: Dict[str, Function] = {}
+        for owner, base in self._project_bases(class_name, 0, set()):
+            for (cls, name), fn in owner.methods.items():
+                if cls == base and name not in own:
+                    found.setdefault(name, fn)
+        return list(found.values())
+
+    def _project_bases(self, class_name: str, depth: int, seen: set) -> Iterator[Tuple["ModuleModel", str]]:
+        """(module, class) of each base of class ``class_name`` here that the project defines,
+        each followed by its own bases (depth first, as Python's order is for single bases)."""
+        if depth > _MAX_BASES or class_name not in self.classes:
+            return
+        for base in self.classes[class_name].bases:
+            name = dotted(base.value) if base.keyword is None else None
+            if not name or name == class_name:
+                continue
+            project = self._resolving() if name not in self.classes else None
+            found = (self, name) if name in self.classes else project.class_of(self, name) if project is not None else None
+            if found is None or (id(found[0]), found[1]) in seen:
+                continue
+            seen.add((id(found[0]), found[1]))
+            yield found
+            yield from found[0]._project_bases(found[1], depth + 1, seen)
 
     def memo(self, name: str, compute):
         """A fact of this module alone (independent of who calls into it), computed once."""

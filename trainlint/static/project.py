@@ -276,6 +276,12 @@ class Project:
     def method(self, model: ModuleModel, class_name: str, method: str, depth: int = 0) -> Optional[Function]:
         """A method of a class that ``model`` imports from the project (``from model import GPT``,
         ``models.GPT`` after ``import models``), defined there or inherited from its bases."""
+        found = self.class_of(model, class_name)
+        return found[0].method_of_class(found[1], method, depth + 1, self) if found is not None else None
+
+    def class_of(self, model: ModuleModel, class_name: str) -> Optional[Tuple[ModuleModel, str]]:
+        """(module, name) of the class that ``class_name`` names in ``model`` through its imports
+        of the project, a package's ``__init__`` re-exporting it included."""
         first, _, rest = class_name.partition(".")
         for _ in range(_REEXPORT_HOPS):
             qualified = model.imports.names.get(first)
@@ -288,8 +294,8 @@ class Project:
             other = self.module(module_name, model)
             if other is None or other is model:
                 return None
-            if (class_name, method) in other.methods or class_name in other.classes:
-                return other.method_of_class(class_name, method, depth + 1, self)
+            if class_name in other.classes:
+                return other, class_name
             model, first, rest = other, class_name, ""  # a package's ``__init__`` re-exporting it
         return None
 

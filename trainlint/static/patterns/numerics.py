@@ -64,9 +64,19 @@ def _torch_api(model: ModuleModel, func: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function], depth: int = 0) -> Optional[str]:
+def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function], depth: int = 0,
+               cls: Optional[str] = None) -> Optional[str]:
     """"ce", "nll", "bce" or "bce_logits" for a call of such a loss function or loss module (or of
-    an attribute holding the function: ``self.loss_func = F.binary_cross_entropy_with_logits``)."""
+    an attribute holding the function: ``self.loss_func = F.binary_cross_entropy_with_logits``).
+    ``cls``: a class of ``ctx``'s module that runs ``fn`` (a method it inherits), whose own
+    assignments say what ``self.x`` holds; None when it assigns no loss there."""
+    if cls is not None:
+        path = dotted(_called_object(call.func))
+        if not path or not fn or not fn.params or not path.startswith(fn.params[0] + "."):
+            return None
+        module_class = _loss_class(ctx, "self" + path[len(fn.params[0]):], fn, cls)
+        return next((kind for kind, functions, modules in _LOSS_KINDS
+                     if module_class in modules or module_class in functions), None)
     func = _called_object(call.func)
     name = _torch_api(ctx.model, func)
     role = ctx.model.roles.get(dotted(func))
@@ -130,7 +140,7 @@ def _called_object(func: cst.BaseExpression) -> cst.BaseExpression:
     return func
 
 
-def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function]) -> Optional[str]:
+def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function], cls: Optional[str] = None) -> Optional[str]:
     """The loss module class assigned to ``path``; None when it is assigned anything else too
     (``self.loss_fn`` chosen by a branch: which one a call uses is not known). A parameter stored
     there (``self.loss = loss``) is its default: the loss the code is written for; a function's
@@ -138,7 +148,7 @@ def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function]) -> Op
     if path and fn is not None and path in fn.params and fn.cls is None:
         values = [v for v, _ in _through_names(ctx.model, _passed(ctx.model, fn, path))]
     else:
-        values = _assigned_following_defaults(ctx.model, path, fn) if path else []
+        values = _assigned_following_defaults(ctx.model, path, fn, cls) if path else []
     values = [_unmoved(v) if v is not None else None for v in values]  # ``nn.CrossEntropyLoss().cuda()``
     classes = {_torch_api(ctx.model, v.func) if isinstance(v, cst.Call) else _function_held(ctx, v) for v in values}
     return classes.pop() if len(classes) == 1 else None
@@ -151,15 +161,18 @@ def _function_held(ctx: Context, value: Optional[cst.BaseExpression]) -> Optiona
     return qualified.rsplit(".", 1)[-1] if qualified and qualified.startswith("torch.nn.functional.") else None
 
 
-def _assigned_following_defaults(model: ModuleModel, path: str, fn: Optional[Function]) -> List[Optional[cst.BaseExpression]]:
+def _assigned_following_defaults(model: ModuleModel, path: str, fn: Optional[Function],
+                                 cls: Optional[str] = None) -> List[Optional[cst.BaseExpression]]:
     """Every value assigned to ``path``, with a parameter of the assigning method replaced by its
     default value (None when it has none: the value is then not known). ``self.loss`` used in a
-    method is the attribute of that method's class: other classes' ``self.loss`` are other objects."""
-    if fn is None or fn.cls is None or not path.startswith("self."):
+    method is the attribute of that method's class (``cls``, when a subclass of ``model`` runs
+    it): other classes' ``self.loss`` are other objects."""
+    cls = cls or (fn.cls if fn is not None else None)
+    if cls is None or not path.startswith("self."):
         return list(model.values_assigned(path))
     return [
         assigner.default(value.value) if isinstance(value, cst.Name) and value.value in assigner.params else value
-        for assigner, value in model.assignments_in_class(fn.cls, path)
+        for assigner, value in model.assignments_in_class(cls, path)
     ]
 
 
@@ -181,6 +194,7 @@ def _is_call_named(model: ModuleModel, call: Optional[cst.Call], names) -> bool:
 
 def softmax_before_cross_entropy(ctx: Context) -> Iterable[Match]:
     yield from _probabilities_handed_elsewhere(ctx)
+    yield from _probabilities_into_an_inherited_loss(ctx)
     for site in ctx.sites.sites:
         kind = _loss_kind(ctx, site.call, site.function)
         if kind not in ("ce", "nll") or not site.call.args:
@@ -250,6 +264,45 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
                 f"return raw logits (or use log_softmax + NLLLoss)."
             ), origin=origin if origin is not ctx.model else None)
             break
+
+
+def _probabilities_into_an_inherited_loss(ctx: Context) -> Iterable[Match]:
+    """A model class of this module that inherits the method computing its loss from a base
+    class of the project (``loss = self.criterion(self.forward(x), y)`` in a shared ``step``),
+    where this class's forward returns probabilities and the loss is cross-entropy (this class's
+    own criterion, or the base's). The base alone cannot tell (its forward is abstract, or each
+    subclass sets its criterion): the finding is the class's, at the op that makes probabilities."""
+    for class_name, class_node in ctx.model.classes.items():
+        if not class_node.bases:
+            continue
+        for fn in ctx.model.inherited_methods(class_name):
+            owner = fn.owner
+            if owner is None or not fn.params or _static(fn) or not (
+                    _CROSS_ENTROPY_TEXT.search(owner.source) or _CROSS_ENTROPY_TEXT.search(ctx.model.source)):
+                continue
+            # ``self`` in the inherited method is an instance of this class, made here
+            instance = {(id(fn), fn.params[0]): (cst.parse_expression(f"{class_name}()"), None, ctx.model)}
+            inside = Context(owner, owner.sites())
+            for loss in inside.sites.in_function(fn):
+                kind = _loss_kind(ctx, loss.call, fn, cls=class_name) or _loss_kind(inside, loss.call, fn)
+                if kind != "ce" or not loss.call.args:
+                    continue
+                logits = loss.call.args[0].value
+                if _output_of(owner, logits, fn, _PROBABILITIES) is not None:
+                    continue  # the base's own forward makes them: its module reports it
+                what = _output_of(owner, logits, fn, _PROBABILITIES, 0, instance)
+                if what is None:
+                    continue
+                node, origin = what.site if isinstance(what, _Op) and what.site is not None else (class_node, ctx.model)
+                if origin is not ctx.model:
+                    node = class_node  # the op is a layer of another module: the class is what to fix here
+                where = owner.path.name if owner is not ctx.model and owner.path is not None else "another module"
+                yield Match("TL801", node, lambda line_of, w=what, c=class_name, f=fn, l=inside.label(loss.call), at=where: (
+                    f"{c} inherits {f.cls}.{f.name} ({line_of(f.node) or at}), which passes its forward's output, "
+                    f"{w}, to {l}, but cross-entropy applies log_softmax itself: {normalised_twice(w)}; have "
+                    f"{c}.forward return raw logits (or use log_softmax + NLLLoss)."
+                ), origin=None)
+                break
 
 
 def _shown_in(origin: ModuleModel, node: cst.CSTNode) -> str:
