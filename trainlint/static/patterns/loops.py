@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -788,17 +788,20 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
     training = {id(loop) for loop in ctx.sites.training_loops()}
     for fn in [None] + list(ctx.model.all_functions):
         backpropagated = _backpropagated_names(ctx, fn)
-        returned = _returned_with_graph(ctx, fn) | _summands_returned_beside(ctx, fn, backpropagated)
+        returned = (_returned_with_graph(ctx, fn) | _summands_returned_beside(ctx, fn, backpropagated)
+                    | _summed_into(fn, backpropagated))
+        steps = _steps_returning_their_loss(ctx, fn)
+        returned |= set(steps.values())
         losses = backpropagated | returned
         if not losses:
             continue
         for aug in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns):
-            carried = _carried(aug.value, losses) if isinstance(aug.operator, cst.AddAssign) else None
+            carried = _carried(aug.value, losses) or _step_carried(aug.value, steps) if isinstance(aug.operator, cst.AddAssign) else None
             if carried is not None:
                 yield from _retained(ctx, aug, carried, training, fn, returned=returned)
         for site in ctx.sites.in_function(fn):
             if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_container(ctx, site.call.func.value, fn):
-                carried = _carried(site.call.args[0].value, losses)
+                carried = _carried(site.call.args[0].value, losses) or _step_carried(site.call.args[0].value, steps)
                 element = f"{dotted(site.call.func.value)}[]"
                 if carried is None and element in losses:
                     carried = element  # ``losses.append(total)`` then ``losses[-1].backward()``
@@ -807,6 +810,7 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
         for store, name in _keyed_stores(ctx, fn, losses):
             yield from _retained(ctx, store, name, training, fn, returned=returned)
         yield from _handed_to_a_keeper(ctx, fn, losses, training)
+        yield from _stored_into_a_keeper(ctx, fn, losses, training)
     yield from _evaluation_losses_kept(ctx)
 
 
@@ -962,6 +966,36 @@ def _handed_to_a_keeper(ctx: Context, fn: Optional[Function], losses: Set[str], 
             break
 
 
+def _stored_into_a_keeper(ctx: Context, fn: Optional[Function], losses: Set[str], training) -> Iterable[Match]:
+    """``stats["loss"] = loss`` in a training loop, where ``stats`` is an instance of a project
+    class whose ``__setitem__`` keeps the value on its object (``self.values[key].append(value)``):
+    as for any method that keeps what it is handed, every step's graph stays alive with it."""
+    step_function = fn is not None and _is_one_step(ctx, fn)
+    for node in walk(fn.node if fn is not None else ctx.model.module):
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript)):
+            continue
+        target = node.targets[0].target
+        element, name = _carried_in(node.value, losses)
+        loops = ctx.sites.loops_of.get(id(node), ())
+        if name is None or not (any(id(loop) in training for loop in loops) or (step_function and not loops)) \
+                or _made_each_iteration(target.value, loops, training) or _rebound_detached(ctx, fn, name):
+            continue
+        for obj in ctx.model.objects.eval(target.value, fn):
+            owner = obj.class_module() if obj.cls is not None and not obj.unknown else None
+            setter = owner.method_of_class(obj.cls, "__setitem__") if owner is not None else None
+            store = _kept_by_the_object(setter, setter.params[2]) if setter is not None and len(setter.params) > 2 else None
+            if store is None:
+                continue
+            yield Match("TL503", node, lambda line_of, c=ctx.code(target), a=ctx.code(element), n=name,
+                        k=setter.owner.module.code_for_node(store).strip(), m=f"{setter.cls}.__setitem__": (
+                f"`{c} = {a}` hands " + (f"the loss `{a}`" if a == n else f"`{a}`, a tensor that still holds the graph of `{n}`,")
+                + f" to {m}, which keeps it "
+                f"on its object (`{k}`): every iteration's autograd graph stays alive with it, so memory "
+                f"grows with every step until the run is out of memory (or slows down); store {_operand(a)}.item() "
+                f"(or {_operand(a)}.detach())."))
+            break
+
+
 def _operand(code: str) -> str:
     """``code`` as the receiver of a method: ``(loss * 1000)`` for an operation."""
     return code if code.replace(".", "").replace("_", "").isalnum() else f"({code})"
@@ -1012,6 +1046,73 @@ def _summands_returned_beside(ctx: Context, fn: Optional[Function], backpropagat
     return found
 
 
+def _summed_into(fn: Optional[Function], backpropagated: Set[str]) -> Set[str]:
+    """The names ``fn`` adds into a loss it backpropagates (``loss = rec + kl`` then
+    ``loss.backward()``): parts of its graph, which hold it too. Only the terms of a sum, each a
+    name or a name scaled by a number (``0.1 * kl``): a name that scales the sum may be a plain
+    number (``weight * ce``)."""
+    if fn is None or not backpropagated:
+        return set()
+    parts: Set[str] = set()
+    for target, value in fn.assigns:
+        if isinstance(target, cst.Name) and target.value in backpropagated:
+            parts |= _terms(value)
+    for aug in fn.aug_assigns:
+        if isinstance(aug.target, cst.Name) and aug.target.value in backpropagated and isinstance(aug.operator, cst.AddAssign):
+            parts |= _terms(aug.value)
+    return parts - backpropagated
+
+
+def _terms(value: cst.BaseExpression) -> Set[str]:
+    """The names summed by ``value``: ``a + b - 0.5 * c`` -> {a, b, c}; none of ``a * b``."""
+    value = _unmoved(value)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
+        return _term(value.left) | _term(value.right)
+    return set()
+
+
+def _term(value: cst.BaseExpression) -> Set[str]:
+    value = _unmoved(value)
+    if isinstance(value, cst.Name):
+        return {value.value}
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Add, cst.Subtract)):
+        return _terms(value)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Multiply, cst.Divide)):
+        named, number = (value.left, value.right) if isinstance(value.right, (cst.Integer, cst.Float)) else (value.right, value.left)
+        if isinstance(number, (cst.Integer, cst.Float)) and isinstance(_unmoved(named), cst.Name):
+            return {_unmoved(named).value}
+    return set()
+
+
+def _steps_returning_their_loss(ctx: Context, fn: Optional[Function]) -> Dict[int, str]:
+    """The calls of ``fn`` whose value is kept as it is (appended, added into a total) and that
+    run a project function returning the loss it backpropagated (``losses.append(step(batch))``):
+    id(call) -> how messages name it (``step()``)."""
+    kept = [site.call.args[0].value for site in ctx.sites.in_function(fn) if site.name == "append" and len(site.call.args) == 1]
+    kept += [a.value for a in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns)
+             if isinstance(a.operator, cst.AddAssign)]
+    found: Dict[int, str] = {}
+    for value in kept:
+        call = _reduced(value)
+        site = ctx.sites.of_call(call) if isinstance(call, cst.Call) else None
+        callee = ctx.sites.project_callee(site) if site is not None else None
+        if callee is not None and callee.owner is not None and _returned_backpropagated(callee) == _WHOLE:
+            found[id(call)] = f"{callee.name}()"
+    return found
+
+
+def _step_carried(value: cst.BaseExpression, steps: Dict[int, str]) -> Optional[str]:
+    return steps.get(id(_reduced(value))) if steps else None
+
+
+def _reduced(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What ``value`` moves or reduces (``step(b).mean().cpu()``): the tensor whose graph it keeps."""
+    value = _unmoved(value)
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _REDUCTIONS:
+        value = _unmoved(value.func.value)
+    return value
+
+
 def _summands_of(fn: Function, totals: Set[str]) -> Set[str]:
     """The names ``fn`` adds (or scales) into ``totals``: ``total = a + b * 0.1``, ``total += c``,
     ``scaled = loss / steps`` (a divisor is a count, not a part)."""
@@ -1057,13 +1158,28 @@ def _kept_by_the_object(method: Function, param: str) -> Optional[cst.CSTNode]:
               if isinstance(target, cst.Name) and target.value in given and _carried(value, given) is None}
     for node in walk(method.node):
         if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) \
-                and (dotted(_unindexed(node.target)) or "").startswith(me + ".") and _carried(node.value, given):
+                and _held_by(node.target, me) and _carried(node.value, given):
             return node  # ``self.total += value``, ``self.sums[i] += value``
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "append" \
-                and (dotted(node.func.value) or "").startswith(me + ".") and len(node.args) == 1 \
-                and _carried(node.args[0].value, given):
-            return node
+                and _held_by(node.func.value, me) and len(node.args) == 1 and _carried(node.args[0].value, given):
+            return node  # ``self.history.append(value)``, ``self.values.setdefault(key, []).append(value)``
     return None
+
+
+def _held_by(container: cst.BaseExpression, me: str) -> bool:
+    """Is ``container`` reached from the object ``me`` through an attribute (``self.values``,
+    ``self.sums[i]``, ``self.values.setdefault(key, [])``, ``self.log[key]``)?"""
+    through_attribute = False
+    while True:
+        if isinstance(container, cst.Attribute):
+            through_attribute = True
+            container = container.value
+        elif isinstance(container, cst.Subscript):
+            container = container.value
+        elif isinstance(container, cst.Call):
+            container = container.func
+        else:
+            return through_attribute and isinstance(container, cst.Name) and container.value == me
 
 
 _SAME_ELEMENTS = frozenset({"sorted", "reversed", "list", "tuple", "iter"}) | PROGRESS_BARS
@@ -1212,9 +1328,11 @@ def _retained(ctx, node, name, training, fn, site=None, returned=frozenset()) ->
         return  # a sum or product made under no_grad is a new tensor without a graph (the loss itself kept is not)
     restart = _restart_outside(node, loops)
     what = (f"each value that `{name[:-2]}[...].backward()` runs on" if name.endswith("[]")
+            else f"the loss that {name} returns after running backward on it" if name.endswith("()")
             else f"the tensor `{name}` itself" if isinstance(_unmoved(kept), cst.Name) else f"a tensor computed from `{name}`")
     fix = (f"keep {ctx.code(kept)}.detach() (or .item()) in {name[:-2]} and backpropagate the live value"
-           if name.endswith("[]") else f"accumulate {name}.item() (or {name}.detach())")
+           if name.endswith("[]") else f"keep {ctx.code(kept) if isinstance(kept, cst.Call) else _operand(ctx.code(kept))}.item() (or have {name} return loss.item())"
+           if name.endswith("()") else f"accumulate {name}.item() (or {name}.detach())")
     yield Match("TL503", node, lambda line_of, c=ctx.code(node), r=restart, w=what, f=fix: (
         f"`{c}` keeps {w}, and with it the whole autograd graph of every "
         f"iteration: " + (
