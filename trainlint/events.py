@@ -90,12 +90,16 @@ class Event:
     manages_grads: bool = False  # OPTIMIZER_STEP: step(closure) (LBFGS) or an engine step handles grads
     each: bool = False  # OPTIMIZER_STEP: one of several optimizers stepped in turn by a loop
     module: Optional[str] = None  # OPTIMIZER_STEP: the model whose parameters it updates
-    modules: Tuple[str, ...] = ()  # OPTIMIZER_STEP: the models it updates, when there are several
+    # OPTIMIZER_STEP: the models it updates, when there are several. BACKWARD (static only): the
+    # objects whose calls computed the loss (``model`` of ``criterion(model(x), y)``)
+    modules: Tuple[str, ...] = ()
     # OPAQUE: the families of events the call may produce (see FAMILY_*) and the access paths it
     # received, so an invariant forgets only what the call could have changed.
     families: FrozenSet[str] = frozenset()
     reach: Tuple[str, ...] = ()
     origin: Any = None  # static: the project module whose statement this is (None: the checked file)
+    # static, EVAL_MODE and OPTIMIZER_STEP: the function whose statement this is (None: module level)
+    scope: Any = None
 
 
 def reaches(event: Event, path: Optional[str]) -> bool:

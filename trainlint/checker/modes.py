@@ -20,6 +20,7 @@ class _ModeState(NamedTuple):
     trained: FrozenSet[Tuple[str, object]] = frozenset()
     stepped: bool = False  # an optimizer step ran on this path
     evaluated_after_step: FrozenSet[Event] = frozenset()  # eval() calls that came after a step
+    forwarded: FrozenSet[str] = frozenset()  # objects whose calls computed the losses since the last step
 
 
 class EvalModeRestored(Invariant):
@@ -29,7 +30,12 @@ class EvalModeRestored(Invariant):
     deliberate. When which module the optimizer trains is not known (it was built elsewhere), the
     one module this path itself put in train() mode is the one meant to train: ``model.train()`` at
     the start of the epoch, then a mid-epoch ``model.eval()`` never undone before the next step.
-    Otherwise eval() on a module whose relation to the optimizer is unknown is not judged.
+    With no train() on the path at all (the default mode trained the first steps), a module that
+    an evaluation routine (a function other than the one stepping) put in eval after a step, and
+    whose forward then computes the loss the step follows, is trained: an evaluation between
+    steps that never switches back. (A teacher put in eval before training starts is not, nor a
+    mode the training function itself chooses, as a linear probe's frozen backbone.) Otherwise
+    eval() on a module whose relation to the optimizer is unknown is not judged.
     """
 
     rules = ("TL501",)
@@ -50,20 +56,25 @@ class EvalModeRestored(Invariant):
             # (``model.eval()`` then ``model.head.train()`` over a frozen encoder)
             evaluating = tuple(e for e in state.evaluating if not (_within(e.target, ev.target) or _within(ev.target, e.target)))
             return state._replace(evaluating=evaluating, trained=state.trained | {(ev.target, ev.origin)}), []
+        if ev.kind is EventKind.BACKWARD and ev.modules:
+            return state._replace(forwarded=state.forwarded | frozenset(ev.modules)), []
         if ev.kind is EventKind.OPTIMIZER_STEP and state.evaluating:
             trained = (ev.module,) if ev.module else ev.modules
             if trained:
                 left = [e for e in state.evaluating if any(_within(module, e.target) for module in trained)]
+            elif not state.trained:
+                left = [e for e in state.evaluating if e in state.evaluated_after_step and e.scope != ev.scope
+                        and e.scope is not None and any(_within(forwarded, e.target) for forwarded in state.forwarded)]
             else:
                 # Only one model trained on this path: with several (a GAN's two), which one this
                 # optimizer updates is not known, and the other may be held in eval on purpose.
                 left = [e for e in state.evaluating if e.origin is ev.origin
                         and state.trained == frozenset({(e.target, ev.origin)})]
-            return state._replace(stepped=True), [
+            return state._replace(stepped=True, forwarded=frozenset()), [
                 Violation("TL501", e, (("step", ev),), detail="after training" if e in state.evaluated_after_step else "")
                 for e in left]
         if ev.kind is EventKind.OPTIMIZER_STEP:
-            return state._replace(stepped=True), []
+            return state._replace(stepped=True, forwarded=frozenset()), []
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:

@@ -23,7 +23,7 @@ from .held import Given, Instances
 from .losses import classify_loss
 from .module import Function, ModuleModel
 from .names import Selector, dotted, keyed, literal_key
-from .walk import walk
+from .walk import children, walk
 from .roles import LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
 
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"}
@@ -346,7 +346,7 @@ class Extractor:
         if method == "set_epoch":
             return self._event(call, kind=EventKind.SET_EPOCH, target=self._sampler_target(receiver, frame))
         if method in ("train", "eval") and receiver and len(call.args) <= 1:
-            return self._mode_event(call, method, receiver)
+            return self._mode_event(call, method, receiver, frame)
         if method == "set_requires_gradient_sync" and call.args:
             enabled = call.args[0].value
             off = isinstance(enabled, cst.Name) and enabled.value == "False"
@@ -378,7 +378,7 @@ class Extractor:
         values = [v for t, v in frame.function.assigns if isinstance(t, cst.Name) and t.value == node.value]
         return values[0] if len(values) == 1 and isinstance(values[0], cst.Call) else None
 
-    def _mode_event(self, call: cst.Call, method: str, receiver: str) -> Optional[Event]:
+    def _mode_event(self, call: cst.Call, method: str, receiver: str, frame: Frame) -> Optional[Event]:
         if method == "eval" and call.args:
             return None
         training = True
@@ -389,7 +389,8 @@ class Extractor:
             training = flag.value == "True"
         if method == "eval":
             training = False
-        return self._event(call, kind=EventKind.TRAIN_MODE if training else EventKind.EVAL_MODE, target=receiver)
+        return self._event(call, kind=EventKind.TRAIN_MODE if training else EventKind.EVAL_MODE, target=receiver,
+                           scope=_scope(frame))
 
     def _is_wrapped(self, path: Optional[str], frame: Frame) -> bool:
         role = self.role(path, frame=frame)
@@ -471,6 +472,7 @@ class Extractor:
             each=each,
             module=self._module_of(optimizer, frame),
             modules=self._modules_of(optimizer, frame),
+            scope=_scope(frame),
         )
 
     def hand_step(self, update: cst.CSTNode, frame: Frame) -> Event:
@@ -504,7 +506,8 @@ class Extractor:
             # Several losses of one forward, backpropagated one by one over a shared graph: their
             # sum is the objective, not micro-batches to average (TL201 abstains, as the guard does).
             loss = LOSS_UNKNOWN
-        return self._event(call, kind=EventKind.BACKWARD, scaled=scaled, loss=loss)
+        return self._event(call, kind=EventKind.BACKWARD, scaled=scaled, loss=loss,
+                           modules=_forwarded(loss_expr, frame, self.model))
 
     def _sampler_target(self, receiver: Optional[str], frame: Frame) -> Optional[str]:
         role = self.role(receiver, frame=frame)
@@ -611,3 +614,55 @@ def _ends_window(frame: Frame) -> bool:
     """A zero_grad at an accumulation boundary, or in a branch that skips the rest of the pass (a
     non-finite loss discarded), ends the accumulation window on purpose."""
     return frame.accum is not None or frame.skipping
+
+
+# Tensor methods whose result carries no graph: what a call made through them trains nothing.
+_DETACHED = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
+_MAX_FORWARDED = 64  # names followed back from a loss to the calls that computed it
+
+
+def _forwarded(loss: cst.BaseExpression, frame: Frame, model: ModuleModel) -> Tuple[str, ...]:
+    """The objects whose calls computed ``loss`` in the frame's function, as the frame names
+    them (``model`` of ``loss = criterion(model(x), y)``, through the names assigned on the way):
+    the modules whose forward the backward runs through. A call whose result is detached
+    (``G(z).detach()``) is left out; so are library and project functions."""
+    fn = frame.function
+    assigns = fn.assigns if fn is not None else model.module_assigns
+    values: Dict[str, List[cst.BaseExpression]] = {}
+    for target, value in assigns:
+        for name in _bound_names(target):
+            values.setdefault(name, []).append(value)
+    found: List[str] = []
+    seen = set()
+    todo = [loss]
+    while todo and len(seen) < _MAX_FORWARDED:
+        node = todo.pop()
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _DETACHED:
+                continue
+            called = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
+            path = dotted(called)
+            if path is not None and model.imports.qualify(called) is None and path not in model.functions \
+                    and path not in model.classes:
+                resolved = frame.resolve(called)
+                if resolved and resolved not in found:
+                    found.append(resolved)
+        elif isinstance(node, cst.Name) and node.value not in seen:
+            seen.add(node.value)
+            todo.extend(values.get(node.value, ()))
+        todo.extend(children(node))
+    return tuple(found)
+
+
+def _bound_names(target: cst.BaseExpression) -> List[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [name for element in target.elements for name in _bound_names(element.value)]
+    return []
+
+
+def _scope(frame: Frame) -> Optional[int]:
+    """The function whose statement an event is (None at module level), as events carry it."""
+    return id(frame.function.node) if frame.function is not None else None
