@@ -303,6 +303,8 @@ class Interpreter:
                         self._may_event(sub, fn, relevance=True) or self._may_train_elsewhere(sub))
                 elif kind in _JUMP_TYPES or (kind is cst.For and self._loaders_matter):
                     cached = True
+                elif kind in (cst.Assert, cst.Expr) and _ends_the_program(sub, self.model):
+                    cached = True
                 elif kind is cst.Assign and self._rebound_module(sub) is not None:
                     cached = True
                 elif kind is cst.For and self.evidence.hand_update(sub, fn) is not None:
@@ -478,7 +480,7 @@ class Interpreter:
             if isinstance(small, cst.Return):
                 outcome.returns += states
                 return outcome
-            if isinstance(small, cst.Raise):
+            if isinstance(small, cst.Raise) or _ends_the_program(small, self.model):
                 return outcome
             flag = _flag_assigned(small) if isinstance(small, cst.Assign) else None
             if flag in self._flags:
@@ -1685,3 +1687,17 @@ def _exhaustion_handlers(stmt, calls) -> List[cst.ExceptHandler]:
         return []
     return [h for h in stmt.handlers if h.type is None or "StopIteration" in (dotted(h.type) or "")
             or (isinstance(h.type, cst.Name) and h.type.value in ("Exception", "BaseException"))]
+
+
+# Calls that end the process: a path through one goes no further (``exit("unknown model")``).
+_EXITS = frozenset({"exit", "quit", "sys.exit", "os._exit"})
+
+
+def _ends_the_program(small: cst.BaseSmallStatement, model: ModuleModel) -> bool:
+    """``assert False`` (a branch the program declares impossible) or a call of ``sys.exit``."""
+    if isinstance(small, cst.Assert):
+        return literal_bool(small.test) is False or (isinstance(small.test, cst.Integer) and small.test.value == "0")
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        name = model.imports.qualify(small.value.func) or dotted(small.value.func)
+        return name in _EXITS and name not in model.functions
+    return False
