@@ -7,6 +7,7 @@ gets one verdict whichever way it is checked.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Any, FrozenSet, Optional, Tuple
 
@@ -100,6 +101,27 @@ class Event:
     origin: Any = None  # static: the project module whose statement this is (None: the checked file)
     # static, EVAL_MODE and OPTIMIZER_STEP: the function whose statement this is (None: module level)
     scope: Any = None
+
+
+# Statically, an entry of a container a comprehension made is named with this key: one object
+# under any key (``{split: DataLoader(...) for split in splits}``).
+ANY_ENTRY = "[*]"
+_ENTRY_KEY = re.compile(r"\[[^\[\]]*\]")
+
+
+def as_written(name: Optional[str], path: Optional[str]) -> Optional[str]:
+    """``name`` (a field of the object at ``path``) as the code at ``path`` spells it: the entry
+    ``self.loaders[*].sampler`` read through ``self.loaders['train']`` is
+    ``self.loaders['train'].sampler``. Any other name is itself."""
+    if not name or ANY_ENTRY not in name or not path:
+        return name
+    prefix = any_entry(path)
+    return path + name[len(prefix):] if name.startswith(prefix) else name
+
+
+def any_entry(path: str) -> str:
+    """``path`` with each subscript read as any entry: ``self.loaders[*]`` of ``self.loaders['train']``."""
+    return _ENTRY_KEY.sub(ANY_ENTRY, path)
 
 
 def reaches(event: Event, path: Optional[str]) -> bool:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .catalog import load_catalog
+from .events import ANY_ENTRY, as_written
 from .static.analyzer import AnalysisError, Result, analyze_results
 from .suppression import parse_suppressions
 
@@ -395,9 +396,9 @@ def fix_undivided_loss(result: Result, lines: Lines, tree: Tree) -> Optional[Edi
 
 def fix_missing_set_epoch(result: Result, lines: Lines, tree: Tree) -> Optional[Edit]:
     """TL301: call sampler.set_epoch(epoch) at the top of the epoch loop around the loader's loop."""
-    sampler = result.event.sampler if result.event is not None else None
+    sampler = as_written(result.event.sampler, result.event.target) if result.event is not None else None
     loop = tree.starting_at(result.span[0])
-    if not sampler or _may_be_none(sampler, lines) or not isinstance(loop, (ast.For, ast.AsyncFor)):
+    if not sampler or ANY_ENTRY in sampler or _may_be_none(sampler, lines) or not isinstance(loop, (ast.For, ast.AsyncFor)):
         return None  # a pass started another way (iter(loader) restarted) has no epoch loop to name
     for owner in tree.enclosing(loop):
         if isinstance(owner, _SCOPES):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Tuple
 
-from ..events import FAMILY_DATA, Event, EventKind, reaches, same_object
+from ..events import FAMILY_DATA, Event, EventKind, as_written, reaches, same_object
 from .base import Invariant, LineOf, Violation
 
 
@@ -54,7 +54,7 @@ class SamplerEpochs(Invariant):
         return state, []
 
     def message(self, v: Violation, line_of: LineOf) -> str:
-        sampler = v.at.sampler or "the DistributedSampler"
+        sampler = as_written(v.at.sampler, v.at.target) or "the DistributedSampler"
         shuffles = "shuffles" if v.at.shuffle else f"shuffles when {v.at.shuffle_when} is true"
         return (
             f"{v.at.label} starts another epoch over a loader whose DistributedSampler {sampler} "

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set
 
 import libcst as cst
 
+from ..events import ANY_ENTRY
 from . import library
 from .calls import arg, parameters_given
 from .local_values import LocalValues
@@ -578,7 +579,7 @@ class ObjectFlow:
             return self.eval(expr.body, fn, bound, depth) | self.eval(expr.orelse, fn, bound, depth)
         if isinstance(expr, cst.BooleanOperation):
             return self.eval(expr.left, fn, bound, depth) | self.eval(expr.right, fn, bound, depth)
-        if isinstance(expr, (cst.Tuple, cst.List, cst.Dict)):
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Dict, cst.DictComp, cst.ListComp)):
             return self._container(expr, fn, bound, depth)
         if isinstance(expr, cst.Call):
             return self._call(expr, fn, bound, depth)
@@ -631,7 +632,11 @@ class ObjectFlow:
 
     def _container(self, expr, fn, bound, depth) -> Objects:
         entries: Dict[str, Objects] = {}
-        if isinstance(expr, cst.Dict):
+        if isinstance(expr, (cst.DictComp, cst.ListComp)):
+            # ``{split: DataLoader(...) for split in splits}``: every entry is what the one
+            # expression makes, under any key (see _field)
+            entries[ANY_ENTRY] = self.eval(expr.value if isinstance(expr, cst.DictComp) else expr.elt, fn, bound, depth)
+        elif isinstance(expr, cst.Dict):
             for element in expr.elements:
                 key = plain_key(element.key) if isinstance(element, cst.DictElement) else None
                 if key is not None:
@@ -961,6 +966,8 @@ def _field(objects: Iterable[Obj], name: str) -> Objects:
     found: Set[Obj] = set()
     for holder in objects:
         held = _reading(holder).fields.get(name)
+        if held is None and name.startswith("["):
+            held = holder.fields.get(ANY_ENTRY)  # an entry of a container a comprehension made
         if held is None and holder.unknown:
             # a part of an unknown object is unknown too, and one object per part (the elements
             # of ``model, opt, loader = engine.boost(...)`` are told apart by their methods);

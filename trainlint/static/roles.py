@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC
+from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, any_entry
 from .calls import arg, kwarg, literal_bool, literal_str
 from . import library
 from .library import Argument
@@ -250,7 +250,12 @@ class RoleTable:
             for tests, role in self.alternatives.get(path, ()):
                 if set(tests) <= set(held):
                     return role
-        return self.roles.get(path)
+        found = self.roles.get(path)
+        if found is None and "[" in path:
+            # an entry of a container a comprehension made holds what its one expression makes,
+            # under any key (``{split: DataLoader(...) for split in splits}['train']``)
+            found = self.roles.get(any_entry(path))
+        return found
 
     def alternative(self, path: str, tests: Tuple[Selector, ...], role: Role) -> None:
         self.alternatives.setdefault(path, []).append((tests, role))
