@@ -270,17 +270,30 @@ def eval_forwards(ctx: Context) -> Iterable[Tuple[object, object]]:
                   default=None)
         called = any(_runs(s.call, model) for s in ctx.sites.in_function(fn))
         for forward in ctx.sites.in_function(fn):
-            if not _runs_site(forward, model, called) or not forward.loops:
+            if not _runs_site(forward, model, called):
                 continue
-            if any(is_no_grad(ctx, w) for w in forward.withs):
+            loop = _comprehension_around(forward) or (forward.loops[-1] if forward.loops else None)
+            if loop is None or any(is_no_grad(ctx, w) for w in forward.withs):
                 continue
             at = order.get(id(forward.statement), -1)
             if at < start or _grad_switched_off(ctx, fn, model, at):
                 continue
-            if inline and (end is not None and at > end or id(forward.loops[-1]) in training_loops
-                           or order.get(id(forward.loops[-1]), -1) < start):
+            if inline and (end is not None and at > end or id(loop) in training_loops
+                           or order.get(id(loop), at) < start):
                 continue  # the training loop's own forward, or one after train() again
             yield site, forward
+
+
+def _comprehension_around(site) -> Optional[cst.CSTNode]:
+    """The comprehension of the site's statement whose elements the call computes
+    (``[criterion(model(x), y).item() for x, y in loader]``): a loop over batches as much as a
+    ``for`` statement is."""
+    for node in walk(site.statement):
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+            element = node.value if isinstance(node, cst.DictComp) else node.elt
+            if any(inner is site.call for inner in walk(element)):
+                return node
+    return None
 
 
 def _module_path(node: cst.BaseExpression) -> Optional[str]:
@@ -553,7 +566,7 @@ def _forwards_through(ctx: Context, call, model: str, looping: bool, depth: int,
             continue
         if _grad_switched_off(inside, callee, inner, order.get(id(site.statement), -1)):
             continue
-        if _runs_site(site, inner, called) and (looping or site.loops):
+        if _runs_site(site, inner, called) and (looping or site.loops or _comprehension_around(site) is not None):
             yield site, bool(steps), inside
         elif depth < 1 and not _runs(site.call, inner):
             yield from _forwards_through(inside, site, inner, looping or bool(site.loops), depth + 1, seen | {id(callee.node)})
@@ -639,7 +652,7 @@ def _evaluations_through_calls(ctx: Context, reported: Set[int], done: Set[int])
         # Reported in the evaluation's loop: at the call when it runs per batch a step function with
         # no loop of its own, or serves training too; at the forward when the callee loops itself.
         # A forward in another module is reported at this module's call (where this check reports).
-        at_call = shared or not forward.loops or foreign is not None
+        at_call = shared or not (forward.loops or _comprehension_around(forward)) or foreign is not None
         at = call.call if at_call else forward.call
         if not at_call and id(forward.call) in reported:
             done.add(id(site.call))  # this evaluation runs a forward already reported: the same fix covers it
@@ -695,6 +708,8 @@ def _output_kept(ctx: Context, forward) -> Optional[cst.CSTNode]:
     """The statement that keeps the forward's output (or a value computed from it with its graph)
     beyond the batch, in the evaluation loop: appended to a list, summed into a total that is not
     started again in the loop, concatenated onto itself, or stored into a container or attribute."""
+    if not forward.loops or _comprehension_around(forward) is not None:
+        return None  # a comprehension's elements: what keeps them is the statement around it
     fn, loop = forward.function, forward.loops[-1]
     inside = {id(node) for node in ctx.model.subtree(loop)}
     derived: Set[str] = set()
