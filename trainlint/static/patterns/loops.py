@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..local_values import LocalValues
 from ..module import Function, block
-from ..names import PROGRESS_BARS, dotted, literal_key
+from ..names import PROGRESS_BARS, access_path, dotted, literal_key
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
 from ..calls import NONE_ARGUMENT, arg, kwarg, literal_arguments, literal_bool, literal_number, literal_str, parameters_given
@@ -810,13 +810,16 @@ def loss_graph_retained(ctx: Context) -> Iterable[Match]:
         losses = backpropagated | returned
         if not losses:
             continue
+        aliases = _read_from(fn, losses)
         for aug in (fn.aug_assigns if fn is not None else ctx.model.module_aug_assigns):
-            carried = _carried(aug.value, losses) or _step_carried(aug.value, steps) if isinstance(aug.operator, cst.AddAssign) else None
+            carried = (_carried(aug.value, losses) or _step_carried(aug.value, steps) or _alias_carried(aug.value, aliases)
+                       if isinstance(aug.operator, cst.AddAssign) else None)
             if carried is not None:
                 yield from _retained(ctx, aug, carried, training, fn, returned=returned)
         for site in ctx.sites.in_function(fn):
             if site.name == "append" and len(site.call.args) == 1 and not _built_as_other_than_container(ctx, site.call.func.value, fn):
-                carried = _carried(site.call.args[0].value, losses) or _step_carried(site.call.args[0].value, steps)
+                carried = (_carried(site.call.args[0].value, losses) or _step_carried(site.call.args[0].value, steps)
+                           or _alias_carried(site.call.args[0].value, aliases))
                 element = f"{dotted(site.call.func.value)}[]"
                 if carried is None and element in losses:
                     carried = element  # ``losses.append(total)`` then ``losses[-1].backward()``
@@ -1116,6 +1119,27 @@ def _steps_returning_their_loss(ctx: Context, fn: Optional[Function]) -> Dict[in
     return found
 
 
+def _read_from(fn: Optional[Function], losses: Set[str]) -> Dict[str, str]:
+    """Where a loss was read from (``loss = outputs.loss``): that path -> the loss's name. Kept
+    again through the path (``epoch_loss += outputs.loss``), it is the same tensor."""
+    if fn is None:
+        return {}
+    found: Dict[str, str] = {}
+    for target, value in fn.assigns:
+        if isinstance(target, cst.Name) and target.value in losses and isinstance(value, (cst.Attribute, cst.Subscript)):
+            path = access_path(value)
+            if path is not None:
+                found.setdefault(path, target.value)
+    return found
+
+
+def _alias_carried(value: cst.BaseExpression, aliases: Dict[str, str]) -> Optional[str]:
+    if not aliases:
+        return None
+    value = _reduced(value)
+    return aliases.get(access_path(value) or "") if isinstance(value, (cst.Attribute, cst.Subscript)) else None
+
+
 def _step_carried(value: cst.BaseExpression, steps: Dict[int, str]) -> Optional[str]:
     return steps.get(id(_reduced(value))) if steps else None
 
@@ -1328,7 +1352,8 @@ def _returned_backpropagated(fn: Function):
 def _retained(ctx, node, name, training, fn, site=None, returned=frozenset()) -> Iterable[Match]:
     loops = site.loops if site is not None else ctx.sites.loops_of.get(id(node), ())
     if not any(id(loop) in training for loop in loops) and not (
-            not loops and _outlives_call(node, fn) and any(ctx.sites.in_training_loop(c) for c in ctx.sites.calls_of(fn))):
+            not loops and _outlives_call(node, fn)
+            and (_is_one_step(ctx, fn) or any(ctx.sites.in_training_loop(c) for c in ctx.sites.calls_of(fn)))):
         return
     if _rebound_detached(ctx, fn, name):
         return  # ``loss = loss.item()`` somewhere before: which value is accumulated is not proven
@@ -1405,6 +1430,8 @@ def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
     if fn is None:
         return False
     target = _accumulator(node)
+    while isinstance(target, cst.Subscript):
+        target = target.value  # ``self.stats["loss"].append(loss)``: an entry of what ``self`` holds
     path = dotted(target) if target is not None else None
     if path is None:
         return False
