@@ -844,7 +844,8 @@ class ObjectFlow:
         return result
 
     def _iterated(self, sources: List[cst.BaseExpression], fn) -> Objects:
-        """``for loader in (train_loader, val_loader)`` / ``for name, loader in loaders.items()``."""
+        """``for loader in (train_loader, val_loader)`` / ``for name, loader in loaders.items()`` /
+        ``for callback in callbacks``."""
         found: Set[Obj] = set()
         for source in sources:
             if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in ("values", "items"):
@@ -852,6 +853,9 @@ class ObjectFlow:
                 found.update(entries)
             elif isinstance(source, (cst.Tuple, cst.List)):
                 found.update(o for e in source.elements for o in self.eval(e.value, fn))
+            elif isinstance(source, (cst.Name, cst.Attribute)):
+                # ``for callback in callbacks`` over a list a caller built: its entries
+                found.update(o for holder in self.eval(source, fn) if holder.cls is None for o in _all_entries(holder))
         return frozenset(found)
 
     # ----------------------------------------------------------------- the project
