@@ -848,6 +848,8 @@ class ObjectFlow:
         ``for callback in callbacks``."""
         found: Set[Obj] = set()
         for source in sources:
+            while isinstance(source, cst.Call) and source.args and (dotted(source.func) or "").rsplit(".", 1)[-1] in _PASS_THROUGH:
+                source = source.args[0].value  # ``tqdm(callbacks)`` visits what ``callbacks`` holds
             if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in ("values", "items"):
                 entries = [o for holder in self.eval(source.func.value, fn) for o in _all_entries(holder)]
                 found.update(entries)

@@ -1442,8 +1442,11 @@ def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
         return False
     if not isinstance(node, cst.AugAssign):
         return True  # a list or dict the caller passed in: it keeps what is put into it
-    # a total handed back, and never started again here (``running = 0`` at a step: bounded)
-    return any(dotted(value) == path for value in fn.returns) and not any(dotted(t) == path for t, _ in fn.assigns)
+    # a total handed back (alone or in a tuple), and never started again here (``running = 0`` at
+    # a step: bounded)
+    handed_back = {dotted(part) for value in fn.returns
+                   for part in ([e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value])}
+    return path in handed_back and not any(dotted(t) == path for t, _ in fn.assigns)
 
 
 # ``.cpu()`` and ``.to(...)`` are differentiable copies: the graph comes along (``.numpy()`` raises
