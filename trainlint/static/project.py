@@ -560,11 +560,9 @@ _IMPORTED_NAME = re.compile(r"^(\w+)(?:\s+as\s+(\w+))?")
 # an optimizer handled. Modules without it are never parsed to be followed.
 _EVENT_LITERALS = (".backward(", ".step(", "zero_grad", "set_epoch", "clip_grad", ".eval()", ".train(", "no_sync",
                    "unscale_", ".scale(",
-                   # objects whose use the rules judge in the caller's loop: a builder of a loader
-                   # over a DistributedSampler (the epochs over it need set_epoch), of a scaler or
-                   # a scheduler, or of a wrapped model, produces the caller's events with them
-                   "DistributedSampler", "GradScaler", "lr_scheduler", "DistributedDataParallel",
-                   "FullyShardedDataParallel")
+                   # a builder of a loader over a DistributedSampler: the caller's epochs over it
+                   # need set_epoch
+                   "DistributedSampler")
 # The rest as (a text each match contains, the expression): searched only where that text is. One
 # alternation of them all was tried at every character of every module read.
 _EVENT_EXPRESSIONS = (

@@ -1112,7 +1112,9 @@ def _steps_returning_their_loss(ctx: Context, fn: Optional[Function]) -> Dict[in
     found: Dict[int, str] = {}
     for value in kept:
         call = _reduced(value)
-        site = ctx.sites.of_call(call) if isinstance(call, cst.Call) else None
+        if not isinstance(call, cst.Call) or isinstance(call.func, cst.Attribute) and call.func.attr.value in _DETACHING:
+            continue  # ``loss.item()``: a number, whatever computed it
+        site = ctx.sites.of_call(call)
         callee = ctx.sites.project_callee(site) if site is not None else None
         if callee is not None and callee.owner is not None and _returned_backpropagated(callee) == _WHOLE:
             found[id(call)] = f"{callee.name}()"

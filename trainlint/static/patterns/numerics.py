@@ -273,8 +273,9 @@ def _probabilities_into_an_inherited_loss(ctx: Context) -> Iterable[Match]:
     own criterion, or the base's). The base alone cannot tell (its forward is abstract, or each
     subclass sets its criterion): the finding is the class's, at the op that makes probabilities."""
     for class_name, class_node in ctx.model.classes.items():
-        if not class_node.bases:
-            continue
+        if not class_node.bases or (class_name, "forward") not in ctx.model.methods \
+                or _forward_output(ctx.model, class_name, class_name, _PROBABILITIES, 0, None, None, None, None) is None:
+            continue  # only a forward of its own that makes probabilities is worth reading its bases for
         for fn in ctx.model.inherited_methods(class_name):
             owner = fn.owner
             if owner is None or not fn.params or _static(fn) or not (
