@@ -22,7 +22,7 @@ from .calls import arg, literal_bool
 from .held import Given, Instances
 from .losses import classify_loss
 from .module import Function, ModuleModel
-from .names import Selector, dotted, keyed, literal_key
+from .names import DETACHING, Selector, dotted, keyed, literal_key
 from .walk import children, walk
 from .roles import LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
 
@@ -616,8 +616,6 @@ def _ends_window(frame: Frame) -> bool:
     return frame.accum is not None or frame.skipping
 
 
-# Tensor methods whose result carries no graph: what a call made through them trains nothing.
-_DETACHED = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
 _MAX_FORWARDED = 64  # names followed back from a loss to the calls that computed it
 
 
@@ -639,7 +637,7 @@ def _forwarded(loss: cst.BaseExpression, frame: Frame, model: ModuleModel) -> Tu
         node = todo.pop()
         if isinstance(node, cst.Call):
             func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _DETACHED:
+            if isinstance(func, cst.Attribute) and func.attr.value in DETACHING:
                 continue
             called = func.value if isinstance(func, cst.Attribute) and func.attr.value == "forward" else func
             path = dotted(called)

@@ -13,6 +13,9 @@ import libcst as cst
 
 # tqdm's progress bars by qualified name: each iterates what it wraps, element for element.
 PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
+# Tensor methods whose result holds no autograd graph: what is kept or computed through one of
+# them is a number or a detached copy (the static engine's loss, mode and graph questions share it).
+DETACHING = frozenset({"item", "detach", "detach_", "tolist", "numpy"})
 
 
 def dotted(node: cst.BaseExpression) -> Optional[str]:

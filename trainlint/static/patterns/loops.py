@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..local_values import LocalValues
 from ..module import Function, block
-from ..names import PROGRESS_BARS, access_path, dotted, literal_key
+from ..names import DETACHING, PROGRESS_BARS, access_path, dotted, literal_key
 from ...checker.checkpoints import not_resumable_message
 from ...optimizers import OPTIMIZER_STATE
 from ..calls import NONE_ARGUMENT, arg, kwarg, literal_arguments, literal_bool, literal_number, literal_str, parameters_given
@@ -1112,7 +1112,7 @@ def _steps_returning_their_loss(ctx: Context, fn: Optional[Function]) -> Dict[in
     found: Dict[int, str] = {}
     for value in kept:
         call = _reduced(value)
-        if not isinstance(call, cst.Call) or isinstance(call.func, cst.Attribute) and call.func.attr.value in _DETACHING:
+        if not isinstance(call, cst.Call) or isinstance(call.func, cst.Attribute) and call.func.attr.value in DETACHING:
             continue  # ``loss.item()``: a number, whatever computed it
         site = ctx.sites.of_call(call)
         callee = ctx.sites.project_callee(site) if site is not None else None
@@ -1452,8 +1452,8 @@ def _outlives_call(node: cst.CSTNode, fn: Optional[Function]) -> bool:
 
 
 # ``.cpu()`` and ``.to(...)`` are differentiable copies: the graph comes along (``.numpy()`` raises
-# on a tensor that requires grad, so it is not a silent leak either way).
-_DETACHING = frozenset({"item", "detach", "tolist", "numpy"})
+# on a tensor that requires grad, so it is not a silent leak either way; what does detach is
+# names.DETACHING).
 _MOVES = frozenset({"cpu", "to", "cuda"})
 
 
@@ -1491,7 +1491,7 @@ def _rebound_detached(ctx: Context, fn: Optional[Function], name: str) -> bool:
     for target, value in assigns:
         if isinstance(target, cst.Name) and target.value == name and isinstance(value, cst.Call):
             func = value.func
-            if (isinstance(func, cst.Attribute) and func.attr.value in _DETACHING) or dotted(func) == "float":
+            if (isinstance(func, cst.Attribute) and func.attr.value in DETACHING) or dotted(func) == "float":
                 return True
     return False
 
