@@ -110,12 +110,6 @@ _PARAMETER_FROM_ELSEWHERE = (
     "to another module receives the trainer object from a caller there, so its method's returned losses are not "
     "known to carry graphs (TL503)"
 )
-_CALLBACKS_FROM_ELSEWHERE = (
-    "engine: a parameter's objects are bound from the callers of the same module only; the loop moved to "
-    "another module iterates a list of callbacks the checked file built, so the callback's method that puts "
-    "the model in eval is not followed (TL501)"
-)
-
 _PATH_HELPER_ELSEWHERE = (
     "engine: a module's own sys.path changes are read when its text names sys.path; with the adding helper moved "
     "to another module, the import-path module only calls it, is not read, and lib/ stays unknown (TL301)"
@@ -128,9 +122,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # PARAMETER_FROM_ELSEWHERE (2)
     ("projects/losses_returned_by_trainer_bad", "reexport_through_package"): _PARAMETER_FROM_ELSEWHERE,
     ("projects/losses_returned_by_trainer_bad", "split_helpers_module"): _PARAMETER_FROM_ELSEWHERE,
-    # CALLBACKS_FROM_ELSEWHERE (2)
-    ("TL501/bad_validation_callback_in_a_list_leaves_eval.py", "reexport_through_package"): _CALLBACKS_FROM_ELSEWHERE,
-    ("TL501/bad_validation_callback_in_a_list_leaves_eval.py", "split_helpers_module"): _CALLBACKS_FROM_ELSEWHERE,
     # CALLERS_ELSEWHERE (2)
     ("TL202/bad_single_pass_tail_unstepped.py", "reexport_through_package"): _CALLERS_ELSEWHERE,
     ("TL202/bad_single_pass_tail_unstepped.py", "split_helpers_module"): _CALLERS_ELSEWHERE,

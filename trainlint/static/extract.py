@@ -22,6 +22,7 @@ from .calls import arg, literal_bool
 from .held import Given, Instances
 from .losses import classify_loss
 from .module import Function, ModuleModel
+from .objects import Objects
 from .names import DETACHING, Selector, dotted, keyed, literal_key
 from .walk import children, walk
 from .roles import LOADER, OPTIMIZER, PIPELINE, SAMPLER, SCALER, SCHEDULER, WRAPPED, Role, RoleTable
@@ -73,6 +74,10 @@ class Frame:
     # scales.Scope): a helper's ``loss.backward()`` on a parameter backpropagates the caller's loss.
     given: Given = ()
     instances: Instances = ()  # its parameters given instances of project classes
+    # In a function of another module run for the checked file: the objects the caller gives its
+    # parameters, in the checked file's world (see Interpreter.objects): a callbacks list the
+    # checked file built is the list this function's loop visits.
+    objects: Tuple[Tuple[str, Objects], ...] = ()
     # In a function of another module run for the checked file: heads of the substituted paths
     # that are the checked file's own (handed down from it, parameter by parameter), whose roles
     # are the checked file's; any other path is this module's, whatever its spelling.

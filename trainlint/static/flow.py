@@ -1031,7 +1031,7 @@ class Interpreter:
         else:
             return None
         # the instances the receiver can be (``Runner(model).run()``, a parameter the callers fill)
-        reached = self.model.objects.eval(holder, frame.function)
+        reached = self.objects(holder, frame)
         instances = {(o.class_module(), o.cls) for o in reached if o.cls is not None}
         if len(instances) == 1 and all(o.cls is not None for o in reached):
             owner, class_name = instances.pop()
@@ -1053,6 +1053,31 @@ class Interpreter:
             if class_name and "." not in class_name:
                 return model.method_of_class(class_name, method)
         return None
+
+    def objects(self, expr: cst.BaseExpression, frame: Frame):
+        """The objects ``expr`` can be where ``frame`` runs. In a function of another module run
+        for the checked file, first with what the caller gave its parameters (Frame.objects), read
+        in the checked file's world; what that does not reach, as the module's own flow has it."""
+        if frame.objects and frame.function is not None:
+            flow = self._root.model.objects.flow_for(self.model)
+            found = flow.eval(expr, frame.function, flow.locals_given(frame.function, frame.objects))
+            if found:
+                return found
+        return self.model.objects.eval(expr, frame.function)
+
+    def _objects_given(self, callee: Function, call: cst.Call, frame: Frame, owner: "Interpreter"):
+        """What ``call`` gives the parameters of ``callee``, a function of another module than the
+        checked file (see Frame.objects): the objects that hold a training object or an instance
+        of a project class, the only ones its code is asked about."""
+        if owner is self._root or callee.node is None:
+            return ()
+        method = callee.cls is not None and isinstance(call.func, cst.Attribute)
+        found = []
+        for param, argument in parameters_given(call, callee.params, method):
+            objects = frozenset(o for o in self.objects(argument, frame) if _holds_something(o))
+            if objects:
+                found.append((param, objects))
+        return tuple(sorted(found, key=lambda item: item[0]))
 
     def _locals_of(self, fn: Function) -> FrozenSet[str]:
         names = {p for p in fn.params if p not in ("self", "cls")}
@@ -1251,9 +1276,10 @@ class Interpreter:
         callee_frame = Frame(callee, subst, depth=frame.depth + 1, cls=callee.cls if foreign else callee.cls or frame.cls,
                              accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions,
                              unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee), given=given,
-                             instances=instances, caller_heads=self._caller_heads(subst, frame, owner))
+                             instances=instances, caller_heads=self._caller_heads(subst, frame, owner),
+                             objects=self._objects_given(callee, call, frame, owner))
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, callee_frame.no_grad,
-               given, instances, callee_frame.caller_heads, tuple(states))
+               given, instances, callee_frame.caller_heads, callee_frame.objects, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
@@ -1336,6 +1362,12 @@ class Interpreter:
             if path is not None:
                 bound[param] = path
         return tuple(sorted(bound.items()))
+
+
+def _holds_something(obj) -> bool:
+    """A training object, an instance of a project class, or a container holding one."""
+    return obj.role is not None or obj.cls is not None or any(
+        o.role is not None or o.cls is not None for held in obj.fields.values() for o in held)
 
 
 def _head(path: str) -> str:

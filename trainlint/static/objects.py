@@ -29,7 +29,7 @@ from . import library
 from .calls import arg, parameters_given
 from .local_values import LocalValues
 from .names import access_path, dotted, plain_key
-from .project import following, imported_definition, names_an_import
+from .project import following, imported_definition, names_an_import, project_of
 from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role, classify_constructor
 from .values import UNKNOWN
 
@@ -482,20 +482,24 @@ class ObjectFlow:
         known = self._asked_of.get(id(fn.node))
         if known is not None:
             return known
-        asked: Dict[str, Set[Tuple[str, int]]] = {}
-        for receiver, method, positional in fn.method_calls:
-            path = access_path(receiver)
-            if path is not None:
-                asked.setdefault(path, set()).add((method, positional))
+        asked = _own_asks(fn)
         if depth < _MAX_DEPTH and id(fn.node) not in active:
             active.add(id(fn.node))
+            model = getattr(fn, "owner", None) or self.model  # the module level has no owner link
             for call in fn.calls:
                 name = dotted(call.func)
-                scope = fn if fn is not self.model.top else None
-                target = _local_function(self.model, name, scope) if name is not None else None
+                scope = fn if fn is not model.top else None
+                target = _local_function(model, name, scope) if name is not None else None
+                foreign = None
+                if target is None and name is not None and model is self.model and call.args and names_an_import(model, name):
+                    # ``fit(net, opt, loader)`` imported from another module of the project that
+                    # may train: what its function asks of ``opt`` is asked of the object handed
+                    # to it (not kept by node: that module may be freed before this flow)
+                    project = project_of(model)
+                    foreign = target = project.function(model, name) if project.may_train(model, name) else None
                 if target is None:
                     continue
-                inner = self._asked(target, depth + 1, active)
+                inner = self._asked(target, depth + 1, active) if foreign is None else dict(_own_asks(foreign))
                 for param, argument in parameters_given(call, target.params, target.cls is not None):
                     path = dotted(argument)
                     for key, methods in inner.items():
@@ -843,7 +847,26 @@ class ObjectFlow:
         self._summaries[key] = result
         return result
 
-    def _iterated(self, sources: List[cst.BaseExpression], fn) -> Objects:
+    def locals_given(self, fn: "Function", args: Tuple[Tuple[str, Objects], ...]) -> Dict[str, Objects]:
+        """``fn``'s parameters and locals when a call gives its parameters these objects: its
+        assignments and loop targets read with them (once per distinct input). For a function of
+        another module run for the checked file with the checked file's objects (see flow's
+        Interpreter.objects); this flow is the checked file's own for that module (``flow_for``)."""
+        key = ("locals", id(fn.node), args)
+        known = self._summaries.get(key)
+        if known is not None:
+            return known
+        bound: Dict[str, Objects] = dict(args)
+        loops = fn.owner.memo(f"loop targets {id(fn.node)}", lambda: list(_loop_targets(fn))) if fn.owner else []
+        for _ in range(2):  # a loop over what an assignment after it in the text makes, and back
+            for target_node, value in fn.assigns:
+                _bind_locally(target_node, self.eval(value, fn, bound), bound)
+            for loop_target, sources in loops:
+                _bind_locally(loop_target, self._iterated(sources, fn, bound), bound)
+        self._summaries[key] = bound
+        return bound
+
+    def _iterated(self, sources: List[cst.BaseExpression], fn, bound: Optional[Dict[str, Objects]] = None) -> Objects:
         """``for loader in (train_loader, val_loader)`` / ``for name, loader in loaders.items()`` /
         ``for callback in callbacks``."""
         found: Set[Obj] = set()
@@ -851,15 +874,15 @@ class ObjectFlow:
             while isinstance(source, cst.Call) and source.args and (dotted(source.func) or "").rsplit(".", 1)[-1] in _PASS_THROUGH:
                 source = source.args[0].value  # ``tqdm(callbacks)`` visits what ``callbacks`` holds
             if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in ("values", "items"):
-                entries = [o for holder in self.eval(source.func.value, fn) for o in _all_entries(holder)]
+                entries = [o for holder in self.eval(source.func.value, fn, bound) for o in _all_entries(holder)]
                 found.update(entries)
             elif isinstance(source, (cst.Tuple, cst.List)):
-                found.update(o for e in source.elements for o in self.eval(e.value, fn))
+                found.update(o for e in source.elements for o in self.eval(e.value, fn, bound))
             elif isinstance(source, (cst.Name, cst.Attribute)) and dotted(source) is not None:
                 # ``for callback in callbacks`` over a list a caller built: its entries (read from
                 # what the scope binds; evaluating every loop's source cost a tenth on torch)
-                found.update(o for holder in self._lookup(dotted(source), fn) if holder.cls is None
-                             for o in _all_entries(holder))
+                held = self.eval(source, fn, bound) if bound is not None else self._lookup(dotted(source), fn)
+                found.update(o for holder in held if holder.cls is None for o in _all_entries(holder))
         return frozenset(found)
 
     # ----------------------------------------------------------------- the project
@@ -1054,6 +1077,16 @@ def _method_class(fn: "Function") -> Optional[str]:
             return fn.cls
         fn = fn.parent
     return None
+
+
+def _own_asks(fn: "Function") -> Dict[str, Set[Tuple[str, int]]]:
+    """The methods ``fn``'s own statements call on each variable path."""
+    asked: Dict[str, Set[Tuple[str, int]]] = {}
+    for receiver, method, positional in fn.method_calls:
+        path = access_path(receiver)
+        if path is not None:
+            asked.setdefault(path, set()).add((method, positional))
+    return asked
 
 
 def _local_function(model: "ModuleModel", name: str, fn: Optional["Function"]) -> Optional["Function"]:
