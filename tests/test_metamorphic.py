@@ -44,14 +44,6 @@ MIN_SUBJECTS = 10  # ... at least this many fixtures/projects
 
 # Why the engine's verdict changes on a rewritten program that means the same: each cause is
 # one engine weakness, found by reading the pair (and, for renames, by renaming one name at a time).
-_ALIAS = (
-    'engine: parameter-binding aliases of inlined code (`model_ = model`, `loader_ = loader`) are not '
-    "followed: the alias loses the object's role"
-)
-_ANNOTATION_ONLY = (
-    "engine: the model's kind (HookedTransformer: mean loss) comes only from the parameter annotation; "
-    'unannotated, TL201 has no evidence although the caller builds a HookedTransformer'
-)
 _BUILDER_TL302 = (
     'engine: TL302 needs the DataLoader(...) constructor assigned to the iterated variable; a loader '
     'returned by a module-level builder is not checked'
@@ -110,6 +102,11 @@ _PARAMETER_FROM_ELSEWHERE = (
     "to another module receives the trainer object from a caller there, so its method's returned losses are not "
     "known to carry graphs (TL503)"
 )
+_BUILDER_STEP_ELSEWHERE = (
+    "engine: an optimizer the checked file builds through a builder function and hands to a loop in another module "
+    "is not linked there to the model it trains (built inline, or with the loop in the same module, it is), so the "
+    "eval a hook leaves on is not reported at that step (TL501)"
+)
 _PATH_HELPER_ELSEWHERE = (
     "engine: a module's own sys.path changes are read when its text names sys.path; with the adding helper moved "
     "to another module, the import-path module only calls it, is not read, and lib/ stays unknown (TL301)"
@@ -119,6 +116,8 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # PATH_HELPER_ELSEWHERE (2)
     ("projects/lib_on_sys_path_bad", "reexport_through_package"): _PATH_HELPER_ELSEWHERE,
     ("projects/lib_on_sys_path_bad", "split_helpers_module"): _PATH_HELPER_ELSEWHERE,
+    # BUILDER_STEP_ELSEWHERE (1)
+    ("projects/hooks_list_run_by_engine_module_bad", "move_constructor_to_builder"): _BUILDER_STEP_ELSEWHERE,
     # PARAMETER_FROM_ELSEWHERE (2)
     ("projects/losses_returned_by_trainer_bad", "reexport_through_package"): _PARAMETER_FROM_ELSEWHERE,
     ("projects/losses_returned_by_trainer_bad", "split_helpers_module"): _PARAMETER_FROM_ELSEWHERE,
@@ -135,9 +134,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # WRAP_SELF (2)
     ("TL201/bad_hooked_transformer_loss.py", "wrap_in_class"): _WRAP_SELF,
     ("TL801/bad_sequential_built_by_helper.py", "wrap_in_class"): _WRAP_SELF,
-    # ALIAS (2)
-    ("TL201/bad_hooked_transformer_loss.py", "inline_helper"): _ALIAS,
-    ("TL801/bad_sequential_built_by_helper.py", "inline_helper"): _ALIAS,
     # DICT_ENTRY_ARG (3)
     ("projects/engine_split_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     ("projects/relative_package_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
@@ -145,8 +141,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # WRAP_SELF_WRAP (2)
     ("TL203/bad_fully_shard_no_gradient_sync_toggle.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "wrap_in_class"): _WRAP_SELF_WRAP,
-    # ANNOTATION_ONLY (1)
-    ("TL201/bad_hooked_transformer_loss.py", "remove_annotations"): _ANNOTATION_ONLY,
     # EXTRACT_ACCUM (1)
     ("TL201/bad_hooked_transformer_loss.py", "extract_loop_body"): _EXTRACT_ACCUM,
     # EXTRACT_FLAG (1)

@@ -211,6 +211,16 @@ def _described_loss(call: cst.Call, name: str, scope: Scope) -> Optional[str]:
     if not name:
         return None
     fn, model = scope.fn, scope.model
+    flow = model.objects
+    assigned = [value for target, value in _assignments(fn, model) if dotted(target) == name]
+    objects = flow.eval(call.func, fn) if all(isinstance(value, cst.Name) for value in assigned) else ()
+    if objects and all(isinstance(o.node, cst.Call) and flow.allocated_here(o) for o in objects):
+        # a name that only aliases other variables (or a parameter): the objects it can be, each
+        # built by a call of this module
+        classes = [model.imports.qualify(o.node.func) for o in objects]
+        kinds = {library.current().loss_of(qualified, call) for qualified in classes}
+        if len(kinds) == 1 and None not in kinds:
+            return kinds.pop()
     classes = [model.imports.qualify(value.func) for target, value in _assignments(fn, model)
                if dotted(target) == name and isinstance(value, cst.Call)]
     if fn is not None:

@@ -479,7 +479,7 @@ class ObjectFlow:
     def _asked(self, fn: "Function", depth: int, active: Set[int]) -> Dict[str, Set[Tuple[str, int]]]:
         """The methods ``fn``'s statements call on each variable path (``opt.step()``), and, for a
         variable handed on to a function of the project, what that function asks of its parameter."""
-        known = self._asked_of.get(id(fn.node))
+        known = self._asked_of.get(id(fn.node)) if getattr(fn, "owner", None) in (None, self.model) else None
         if known is not None:
             return known
         asked = _own_asks(fn)
@@ -490,23 +490,24 @@ class ObjectFlow:
                 name = dotted(call.func)
                 scope = fn if fn is not model.top else None
                 target = _local_function(model, name, scope) if name is not None else None
-                foreign = None
                 if target is None and name is not None and model is self.model and call.args and names_an_import(model, name):
                     # ``fit(net, opt, loader)`` imported from another module of the project that
-                    # may train: what its function asks of ``opt`` is asked of the object handed
-                    # to it (not kept by node: that module may be freed before this flow)
+                    # may train: what its function (and the functions of its module it hands
+                    # ``opt`` to) asks of ``opt`` is asked of the object handed to it
                     project = project_of(model)
-                    foreign = target = project.function(model, name) if project.may_train(model, name) else None
+                    target = project.function(model, name) if project.may_train(model, name) else None
                 if target is None:
                     continue
-                inner = self._asked(target, depth + 1, active) if foreign is None else dict(_own_asks(foreign))
+                inner = self._asked(target, depth + 1, active)
                 for param, argument in parameters_given(call, target.params, target.cls is not None):
                     path = dotted(argument)
                     for key, methods in inner.items():
                         if path is not None and (key == param or key.startswith(param + ".")):
                             asked.setdefault(path + key[len(param):], set()).update(methods)
             active.discard(id(fn.node))
-        self._asked_of[id(fn.node)] = asked
+        if getattr(fn, "owner", None) in (None, self.model):
+            # (another module's function is not kept by node: that module may be freed first)
+            self._asked_of[id(fn.node)] = asked
         return asked
 
     def _lookup(self, path: str, fn: Optional["Function"]) -> Objects:

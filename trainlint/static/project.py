@@ -354,8 +354,11 @@ class Project:
                 if match is None:
                     continue
                 name, alias = match.group(1), match.group(2) or match.group(1)
-                if path is not None and _has_event_text(path) and re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source):
-                    if _definition_may_train(path, name):
+                # where the name is defined: a package ``__init__`` or module re-exporting it is
+                # read for where it comes from (``from .impl import fit``)
+                where = self._defined_in(path, name) if path is not None else None
+                if where is not None and _has_event_text(where[0]) and re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source):
+                    if _definition_may_train(*where):
                         return True
                 # ``from pkg import engine``: a module imported by name
                 submodule = f"{module}.{name}" if not module.endswith(".") else module + name

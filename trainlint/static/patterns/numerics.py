@@ -84,7 +84,7 @@ def _loss_kind(ctx: Context, call: cst.Call, fn: Optional[Function], depth: int 
     if isinstance(func, cst.Call):
         module_class = _torch_api(ctx.model, func.func)  # ``nn.CrossEntropyLoss()(logits, y)``
     elif role is None or role.kind == LOSS_FN:
-        module_class = _loss_class(ctx, dotted(func), fn)
+        module_class = _loss_class(ctx, dotted(func), fn) or _loss_class_of_objects(ctx, func, fn)
     for kind, functions, modules in _LOSS_KINDS:
         # a module class, or the function an attribute holds (``self.loss_func = F.cross_entropy``)
         if name in functions or module_class in modules or module_class in functions:
@@ -151,6 +151,23 @@ def _loss_class(ctx: Context, path: Optional[str], fn: Optional[Function], cls: 
         values = _assigned_following_defaults(ctx.model, path, fn, cls) if path else []
     values = [_unmoved(v) if v is not None else None for v in values]  # ``nn.CrossEntropyLoss().cuda()``
     classes = {_torch_api(ctx.model, v.func) if isinstance(v, cst.Call) else _function_held(ctx, v) for v in values}
+    return classes.pop() if len(classes) == 1 else None
+
+
+def _loss_class_of_objects(ctx: Context, func: cst.BaseExpression, fn: Optional[Function]) -> Optional[str]:
+    """The torch class of the objects ``func`` can be, when every assignment to it aliases another
+    variable and all its objects were built by one torch class in this module
+    (``criterion_ = criterion`` after ``criterion = nn.CrossEntropyLoss()``)."""
+    path = dotted(func)
+    values = _assigned_following_defaults(ctx.model, path, fn) if path else []
+    if not path or not all(isinstance(v, cst.Name) and v.value not in ctx.model.functions and _function_held(ctx, v) is None
+                             for v in values):
+        return None  # only a name every plain assignment aliases to another variable: a function held is no object
+    flow = ctx.model.objects
+    objects = flow.eval(func, fn)
+    if not objects or not all(isinstance(o.node, cst.Call) and flow.allocated_here(o) for o in objects):
+        return None
+    classes = {_torch_api(ctx.model, o.node.func) for o in objects}
     return classes.pop() if len(classes) == 1 else None
 
 
@@ -618,7 +635,11 @@ def _allocation(model: ModuleModel, value: cst.BaseExpression) -> bool:
 
 
 def _element_of(value: cst.BaseExpression, index: int) -> cst.BaseExpression:
-    """``value[index]``, for the name a tuple assignment binds to that element."""
+    """``value[index]``, for the name a tuple assignment binds to that element: the element itself
+    when ``value`` is a tuple written out (``net, opt = model, optimizer``)."""
+    if isinstance(value, (cst.Tuple, cst.List)) and index < len(value.elements) \
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements[:index + 1]):
+        return value.elements[index].value
     return cst.Subscript(value=value, slice=[cst.SubscriptElement(slice=cst.Index(value=cst.Integer(str(index))))])
 
 
