@@ -222,6 +222,7 @@ class ObjectFlow:
         self._scope_of: Dict[int, "Function"] = {}
         self._class_paths: Dict[Tuple[str, str], Set[Obj]] = {}  # (class, "self.x") -> objects
         self._summaries: Dict[tuple, Objects] = {}
+        self._locals: Dict[tuple, Dict[str, Objects]] = {}  # see locals_given
         self._outside: Dict[tuple, Obj] = {}  # (scope, path) -> the object that came in there
         self._active: Set[tuple] = set()
         self._changed = False
@@ -853,8 +854,8 @@ class ObjectFlow:
         assignments and loop targets read with them (once per distinct input). For a function of
         another module run for the checked file with the checked file's objects (see flow's
         Interpreter.objects); this flow is the checked file's own for that module (``flow_for``)."""
-        key = ("locals", id(fn.node), args)
-        known = self._summaries.get(key)
+        key = (id(fn.node), args)
+        known = self._locals.get(key)
         if known is not None:
             return known
         bound: Dict[str, Objects] = dict(args)
@@ -864,7 +865,7 @@ class ObjectFlow:
                 _bind_locally(target_node, self.eval(value, fn, bound), bound)
             for loop_target, sources in loops:
                 _bind_locally(loop_target, self._iterated(sources, fn, bound), bound)
-        self._summaries[key] = bound
+        self._locals[key] = bound
         return bound
 
     def _iterated(self, sources: List[cst.BaseExpression], fn, bound: Optional[Dict[str, Objects]] = None) -> Objects:

@@ -354,12 +354,12 @@ class Project:
                 if match is None:
                     continue
                 name, alias = match.group(1), match.group(2) or match.group(1)
-                # where the name is defined: a package ``__init__`` or module re-exporting it is
-                # read for where it comes from (``from .impl import fit``)
-                where = self._defined_in(path, name) if path is not None else None
-                if where is not None and _has_event_text(where[0]) and re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source):
-                    if _definition_may_train(*where):
-                        return True
+                # where the name is defined, for a name the file calls: a package ``__init__`` or
+                # module re-exporting it is read for where it comes from (``from .impl import fit``)
+                called = path is not None and re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source)
+                where = self._defined_in(path, name) if called else None
+                if where is not None and _has_event_text(where[0]) and _definition_may_train(*where):
+                    return True
                 # ``from pkg import engine``: a module imported by name
                 submodule = f"{module}.{name}" if not module.endswith(".") else module + name
                 if self._calls_into(source, self._find(submodule, None), alias):
