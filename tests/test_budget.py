@@ -87,10 +87,10 @@ def test_no_incomplete_key_when_nothing_was_left_out(tmp_path):
 def test_a_helper_chain_deeper_than_the_calls_followed_is_noted():
     lines = ["import torch", "", "def step_0(model, optimizer):", "    optimizer.step()",
              "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"]
-    for i in range(1, 8):
+    for i in range(1, 12):
         lines += [f"def step_{i}(model, optimizer):", f"    step_{i - 1}(model, optimizer)"]
     lines += ["def train(model, loader, optimizer):", "    for x in loader:", "        model(x).mean().backward()",
-              "        step_7(model, optimizer)", "        optimizer.zero_grad()"]
+              "        step_11(model, optimizer)", "        optimizer.zero_grad()"]
     notes = []
     analyze_results("\n".join(lines) + "\n", frozenset({"TL101"}), incomplete=notes)
-    assert any(note.startswith("a chain of calls deeper than 4") for note in notes)
+    assert any(note.startswith(f"a chain of calls deeper than {budget.CALL_DEPTH}") for note in notes)

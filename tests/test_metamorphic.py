@@ -116,8 +116,9 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # PATH_HELPER_ELSEWHERE (2)
     ("projects/lib_on_sys_path_bad", "reexport_through_package"): _PATH_HELPER_ELSEWHERE,
     ("projects/lib_on_sys_path_bad", "split_helpers_module"): _PATH_HELPER_ELSEWHERE,
-    # BUILDER_STEP_ELSEWHERE (1)
+    # BUILDER_STEP_ELSEWHERE (2)
     ("projects/hooks_list_run_by_engine_module_bad", "move_constructor_to_builder"): _BUILDER_STEP_ELSEWHERE,
+    ("projects/interval_hook_overridden_in_subclass_bad", "move_constructor_to_builder"): _BUILDER_STEP_ELSEWHERE,
     # PARAMETER_FROM_ELSEWHERE (2)
     ("projects/losses_returned_by_trainer_bad", "reexport_through_package"): _PARAMETER_FROM_ELSEWHERE,
     ("projects/losses_returned_by_trainer_bad", "split_helpers_module"): _PARAMETER_FROM_ELSEWHERE,

@@ -27,7 +27,7 @@ import libcst as cst
 
 PATHS = 192
 LOOP_ROUNDS = 12
-CALL_DEPTH = 4  # nested calls followed (flow.py's MAX_CALL_DEPTH)
+CALL_DEPTH = 8  # nested calls followed (flow.py's MAX_CALL_DEPTH)
 SECONDS = 20.0
 
 T = TypeVar("T")

@@ -181,6 +181,8 @@ class Evidence:
     def call_kinds(self, call: cst.Call, frame: "Frame") -> FrozenSet[EventKind]:
         """The event kinds a call may produce: its own event, its callee's summary, or OPAQUE."""
         callee = self.local_callee(call, frame)
+        if callee is not None and callee.abstract:
+            return frozenset({EventKind.OPAQUE})  # what runs is a subclass's override: unknown here
         if callee is not None:
             return self.summary(callee) if callee.owner in (None, self.model) else self.foreign_summary(callee)
         events = self.extractor.call_events(call, frame)

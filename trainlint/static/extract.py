@@ -33,6 +33,10 @@ _LABEL_MAX = 48
 _FLUENT = {"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "train", "eval", "requires_grad_", "to_empty"}
 
 
+# The class of the object ``self`` is: (the module it is named in, its name there).
+Receiver = Tuple[ModuleModel, str]
+
+
 @dataclass(frozen=True)
 class Frame:
     """Where a statement runs: its function, the caller's arguments for its parameters, context."""
@@ -82,6 +86,10 @@ class Frame:
     # that are the checked file's own (handed down from it, parameter by parameter), whose roles
     # are the checked file's; any other path is this module's, whatever its spelling.
     caller_heads: FrozenSet[str] = frozenset()
+    # The classes of the objects some names hold here (``self``, or a parameter given the caller's
+    # ``self``), when known: a subclass of the method's own class, whose ``name()`` runs that
+    # class's method, an override included.
+    receivers: Tuple[Tuple[str, Receiver], ...] = ()
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.

@@ -24,7 +24,7 @@ from ..checker import Violation
 from ..events import EVERYTHING, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
 from . import library
 from .evidence import Evidence
-from .extract import Extractor, Frame
+from .extract import Extractor, Frame, Receiver
 from .hand import runs_without_grad, turns_grad_off
 from .losses import arguments_given
 from .module import Function, ModuleModel, block
@@ -38,6 +38,7 @@ from .sites import SiteIndex
 from .walk import children, walk
 
 MAX_CALL_DEPTH = CALL_DEPTH
+_MAX_SUPER_INITS = 4  # constructors followed up a class hierarchy through super().__init__(...)
 # Objects whose methods are events: handed to another module's function, they make it worth
 # following even when its own summary (made without them) has none.
 _HANDED_ROLES = frozenset({OPTIMIZER, SCHEDULER, SCALER, LOADER, SAMPLER})
@@ -236,7 +237,7 @@ class Interpreter:
             fn = site.function
             if fn is None or id(fn.node) in direct:
                 continue
-            if self._may_event(site.call, fn) or self._may_train_elsewhere(site.call):
+            if self._may_event(site.call, fn) or self._may_train_elsewhere(site.call) or self._runs_a_hook(site.call, fn):
                 direct.add(id(fn.node))
             else:
                 calls.setdefault(id(fn.node), set()).add(site.name)
@@ -255,6 +256,16 @@ class Interpreter:
                     eventful.add(id(fn.node))
                     changed = True
         return eventful
+
+    def _runs_a_hook(self, call: cst.Call, fn: Function) -> bool:
+        """``self._train_epoch(epoch)`` where the class only declares ``_train_epoch`` for its
+        subclasses to fill in (see Function.abstract): what runs is the subclass's, which may train."""
+        func = call.func
+        if fn.cls is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                  and func.value.value == "self"):
+            return False
+        declared = self.model.method_of_class(fn.cls, func.attr.value, here_only=True)
+        return declared is not None and declared.abstract
 
     @property
     def _eventful(self) -> Set[int]:
@@ -299,7 +310,8 @@ class Interpreter:
                 kind = type(sub)  # exact types: see names.dotted
                 if kind is cst.Call:
                     callee = self._local_callee(sub, frame, parse=False)
-                    cached = self._owner(callee).worth_inlining(callee) if callee is not None else (
+                    # a hook: some object's class may override it (judged once for all objects)
+                    cached = (callee.hook or self._owner(callee).worth_inlining(callee)) if callee is not None else (
                         self._may_event(sub, fn, relevance=True) or self._may_train_elsewhere(sub))
                 elif kind in _JUMP_TYPES or (kind is cst.For and self._loaders_matter):
                     cached = True
@@ -995,34 +1007,49 @@ class Interpreter:
         """``trainer = Trainer(model, loader, optimizer)`` then ``trainer.train()``: inside the
         method, ``self`` is ``trainer`` and each ``self.x = param`` of ``__init__`` is the object the
         constructor was given (``self.train_data`` is the caller's loader)."""
-        path = frame.resolve(receiver)
-        if path is None:
-            return {}
-        bound = {"self": path}
-        init = (method.owner or self.model).methods.get((method.cls, "__init__"))
-        values = self.model.values_assigned(dotted(receiver) or "")
-        if init is None or len(values) != 1 or not isinstance(values[0], cst.Call) or (
-                (dotted(values[0].func) or "").rsplit(".", 1)[-1] != method.cls):
+        if isinstance(receiver, cst.Call):
+            # ``Trainer(model, optimizer).train()``: the object has no name, its fields have
+            bound, values = {}, [receiver]
+        else:
+            path = frame.resolve(receiver)
+            if path is None:
+                return {}
+            bound, values = {"self": path}, self.model.values_assigned(dotted(receiver) or "")
+        if len(values) != 1 or not isinstance(values[0], cst.Call):
             return bound  # not built here by its constructor (a builder returned it): self.x is its field
-        params = [p for p in init.params if p not in ("self", "cls")]
-        given: Dict[str, str] = {}
-        for param, arg in zip(params, [a for a in values[0].args if a.keyword is None and not a.star]):
-            actual = frame.resolve(arg.value)
-            if actual is not None:
-                given[param] = actual
-        for arg in values[0].args:
-            if arg.keyword is not None and arg.keyword.value in params:
-                actual = frame.resolve(arg.value)
-                if actual is not None:
-                    given[arg.keyword.value] = actual
-        for target, value in init.assigns:
-            attribute = dotted(target)
-            if attribute and attribute.startswith("self.") and isinstance(value, cst.Name) and value.value in given:
-                bound[attribute] = given[value.value]
+        # Built from the method's class, or from a subclass that inherits the method (and then
+        # maybe its ``__init__`` too).
+        built = dotted(values[0].func) or ""
+        if built.rsplit(".", 1)[-1] == method.cls:
+            init = (method.owner or self.model).methods.get((method.cls, "__init__"))
+        elif _same_method(self.model.method_of_class(built, method.name), method):
+            init = self.model.method_of_class(built, "__init__")
+        else:
+            init = None
+        if init is None:
+            return bound
+        given = _given_to(init, values[0].args, frame.resolve)
+        for _ in range(_MAX_SUPER_INITS):
+            for target, value in init.assigns:
+                attribute = dotted(target)
+                if attribute and attribute.startswith("self.") and isinstance(value, cst.Name) and value.value in given:
+                    bound.setdefault(attribute, given[value.value])
+            # ``super().__init__(model, optimizer)``: the fields the base class's constructor sets
+            found = _super_init(init)
+            if found is None:
+                break
+            init, args = found
+            given = _given_to(init, args, lambda expr, known=given: known.get(expr.value) if isinstance(expr, cst.Name) else None)
         return bound
 
     def _method_of_object(self, call: cst.Call, frame: Frame) -> Optional[Function]:
         """``trainer.train()`` where ``trainer`` was built from a class of this module or the project."""
+        found = self._object_method(call, frame)
+        return found[0] if found is not None else None
+
+    def _object_method(self, call: cst.Call, frame: Frame) -> Optional[Tuple[Function, Receiver]]:
+        """The method ``_method_of_object`` finds, with the class of the object it runs on (a
+        subclass whose ``train`` it inherits: ``self._train_epoch()`` in there is the subclass's)."""
         func = call.func
         if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value == "self"):
             holder, method = func.value, func.attr.value
@@ -1037,7 +1064,7 @@ class Interpreter:
             owner, class_name = instances.pop()
             found = owner.method_of_class(class_name, method) if owner is not None else None
             if found is not None:
-                return found
+                return found, (owner, class_name)
         if not isinstance(holder, cst.Name):
             return None
         # Built here, or (a parameter of a function run for the checked file) built by the caller.
@@ -1051,8 +1078,45 @@ class Interpreter:
                 continue
             class_name = dotted(values[0].func)
             if class_name and "." not in class_name:
-                return model.method_of_class(class_name, method)
+                found = model.method_of_class(class_name, method)
+                return (found, (model, class_name)) if found is not None else None
         return None
+
+    def _receivers(self, callee: Function, call: cst.Call, frame: Frame) -> Tuple[Tuple[str, Receiver], ...]:
+        """The classes of the objects ``callee``'s ``self`` and parameters hold when ``call`` runs
+        it, where known (see Frame.receivers): the caller's own for ``self.method()``, the class
+        constructed, the object's class; a parameter given an object whose class the caller knows
+        (``loop_body(self, batch)``), that class."""
+        known = dict(frame.receivers)
+        found: Dict[str, Receiver] = {}
+        func = call.func
+        params = list(callee.params)
+        if callee.cls is not None and params and params[0] == "self":
+            params = params[1:]
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                own = known.get("self")
+            elif callee.name == "__init__" and isinstance(func, cst.Name):
+                own = self._defined_class(self.model, func.value)
+            else:
+                method = self._object_method(call, frame)
+                own = self._defined_class(*method[1]) if method is not None and _same_method(method[0], callee) else None
+            if own is not None:
+                found["self"] = own
+        if known:
+            given = list(zip(params, [a.value for a in call.args if a.keyword is None and not a.star]))
+            given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None and a.keyword.value in params]
+            for param, value in given:
+                if isinstance(value, cst.Name) and value.value in known:
+                    found[param] = known[value.value]
+        return tuple(sorted(found.items(), key=lambda item: item[0]))
+
+    def _defined_class(self, model: ModuleModel, name: str) -> Optional[Receiver]:
+        """Where the class ``name`` (as ``model`` names it) is defined: ``model`` itself, or the
+        project module it is imported from."""
+        if name in model.classes:
+            return model, name
+        project = self.project or model.project
+        return project.class_of(model, name) if project is not None else None
 
     def objects(self, expr: cst.BaseExpression, frame: Frame):
         """The objects ``expr`` can be where ``frame`` runs. In a function of another module run
@@ -1154,9 +1218,28 @@ class Interpreter:
                 if method is None:
                     referenced = self._referenced(func, frame)
                     method = referenced[0] if referenced is not None else None
+                # the object's own class first: a subclass's override of what the base calls
+                # (``BaseTrainer.train`` running ``self._train_epoch()``)
+                override = self._method_of_receiver(func, frame, parse)
+                if override is not None:
+                    return override
+                if method is None and frame.cls in self.model.classes:
+                    # ``self._save_model(...)`` inherited from a base class (a mixin of this
+                    # module, or of another project module when parsing is allowed): read there,
+                    # not an unknown call that could reach every attribute of ``self``
+                    method = self.model.method_of_class(frame.cls, func.attr.value, here_only=not parse)
                 return method
             return None
-        return self._method_of_object(call, frame) or (self._project_function(call) if parse else None)
+        return self._method_of_receiver(func, frame, parse) or self._method_of_object(call, frame) or (
+            self._project_function(call) if parse else None)
+
+    def _method_of_receiver(self, func: cst.BaseExpression, frame: Frame, parse: bool) -> Optional[Function]:
+        """``name.method`` where the class of the object ``name`` holds is known (Frame.receivers):
+        that class's method, inherited or its own."""
+        if not (frame.receivers and isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+            return None
+        known = dict(frame.receivers).get(func.value.value)
+        return known[0].method_of_class(known[1], func.attr.value, here_only=not parse) if known is not None else None
 
     def _referenced(self, func: cst.BaseExpression, frame: Frame) -> Optional[Tuple[Function, Optional[cst.Call]]]:
         """A name or ``self`` attribute that holds a function of this module: ``step_fn = update``,
@@ -1243,8 +1326,8 @@ class Interpreter:
 
     def _inline(self, callee: Function, call: cst.Call, states: List[PathState], frame: Frame) -> List[PathState]:
         owner = self._owner(callee)
-        if not owner.worth_inlining(callee):
-            return states
+        if callee.hook or not owner.worth_inlining(callee):
+            return states  # (a hook the object's class does not override: nothing runs)
         if owner is not self and not owner.calls_parameter(callee) and not owner.evidence.summary(callee) \
                 and not self._hands_training_objects(call, frame):
             # Another module's function whose summary (computed once, through what it calls, with
@@ -1277,9 +1360,10 @@ class Interpreter:
                              accum=frame.accum, varying=varying, batches=frame.batches, conditions=conditions,
                              unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee), given=given,
                              instances=instances, caller_heads=self._caller_heads(subst, frame, owner),
-                             objects=self._objects_given(callee, call, frame, owner))
+                             objects=self._objects_given(callee, call, frame, owner),
+                             receivers=self._receivers(callee, call, frame))
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, callee_frame.no_grad,
-               given, instances, callee_frame.caller_heads, callee_frame.objects, tuple(states))
+               given, instances, callee_frame.caller_heads, callee_frame.objects, callee_frame.receivers, tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
@@ -1361,7 +1445,58 @@ class Interpreter:
             path = frame.resolve(value)
             if path is not None:
                 bound[param] = path
+            if isinstance(value, cst.Name):
+                # ``loop_body(self, batch)``: what the caller's ``self.model`` stands for, the
+                # callee's ``self.model`` does too (as for ``self.method()`` above)
+                prefix = value.value + "."
+                bound.update((param + "." + k[len(prefix):], v) for k, v in frame.subst if k.startswith(prefix))
         return tuple(sorted(bound.items()))
+
+
+def _same_method(found: Optional[Function], method: Function) -> bool:
+    """The same method of the same class (not by identity: its module may have been read again
+    since, when the modules kept were evicted)."""
+    return found is not None and (found is method or (
+        found.cls == method.cls and found.name == method.name and found.node.deep_equals(method.node)))
+
+
+def _given_to(function: Function, args: Sequence[cst.Arg], resolve) -> Dict[str, str]:
+    """What a call's arguments (``args``) give ``function``'s parameters, as paths (``resolve``
+    names each argument's object; unnamed ones are left out)."""
+    params = [p for p in function.params if p not in ("self", "cls")]
+    given: Dict[str, str] = {}
+    for param, arg in zip(params, [a for a in args if a.keyword is None and not a.star]):
+        actual = resolve(arg.value)
+        if actual is not None:
+            given[param] = actual
+    for arg in args:
+        if arg.keyword is not None and arg.keyword.value in params:
+            actual = resolve(arg.value)
+            if actual is not None:
+                given[arg.keyword.value] = actual
+    return given
+
+
+def _super_init(init: Function) -> Optional[Tuple[Function, Sequence[cst.Arg]]]:
+    """The base class constructor a constructor runs with ``super().__init__(...)`` (or
+    ``Base.__init__(self, ...)``), and the arguments it gives it (``self`` left out)."""
+    owner = init.owner
+    if owner is None or init.cls not in owner.classes:
+        return None
+    bases = [dotted(b.value) for b in owner.classes[init.cls].bases if b.keyword is None]
+    for node in walk(init.node):
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "__init__"):
+            continue
+        holder = node.func.value
+        if isinstance(holder, cst.Call) and isinstance(holder.func, cst.Name) and holder.func.value == "super" and bases:
+            base, args = bases[0], node.args
+        elif dotted(holder) in bases and node.args and dotted(node.args[0].value) == "self":
+            base, args = dotted(holder), node.args[1:]
+        else:
+            continue
+        found = owner.method_of_class(base, "__init__") if base else None
+        return (found, args) if found is not None else None
+    return None
 
 
 def _holds_something(obj) -> bool:

@@ -59,6 +59,25 @@ class Function:
         self._owner = weakref.ref(owner)
 
     @property
+    def hook(self) -> bool:
+        """A method there for subclasses to override: its body does nothing (``pass``, ``...``, a
+        docstring) or only raises NotImplementedError. Which code runs is the object's class's."""
+        if self.cls is None:
+            return False
+        return all(_does_nothing(stmt) for stmt in block(self.node.body))
+
+    @property
+    def abstract(self) -> bool:
+        """A hook every subclass must fill in (it raises NotImplementedError, or is decorated
+        ``@abstractmethod``): the code that calls it always runs someone's override. (A hook that
+        does nothing by default is often left so, which is why only these make their callers
+        worth exploring: tried, treating every ``pass`` hook so made torch._inductor and
+        torch.distributed an eighth slower, 48.5 s against 43 s.)"""
+        return self.hook and (
+            any((dotted(d.decorator) or "").rsplit(".", 1)[-1] == "abstractmethod" for d in self.node.decorators)
+            or any(isinstance(s, cst.Raise) for stmt in block(self.node.body) for s in _small_statements(stmt)))
+
+    @property
     def parent(self) -> Optional["Function"]:
         """The enclosing function of a nested def."""
         return self._parent() if self._parent is not None else None
@@ -83,6 +102,21 @@ class Function:
 
 def block(node: cst.BaseSuite) -> Body:
     return node.body if isinstance(node, cst.IndentedBlock) else [node]  # type: ignore[return-value]
+
+
+def _small_statements(stmt: cst.CSTNode) -> Sequence[cst.BaseSmallStatement]:
+    """The small statements of a simple statement line (or one-line suite); none for a compound one."""
+    return stmt.body if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ()
+
+
+def _does_nothing(stmt: cst.CSTNode) -> bool:
+    """``pass``, ``...``, a docstring, or ``raise NotImplementedError``: the body of an abstract method."""
+    small = _small_statements(stmt)
+    return bool(small) and all(
+        isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.Ellipsis, cst.SimpleString, cst.ConcatenatedString)))
+        or (isinstance(s, cst.Raise) and s.exc is not None
+            and dotted(s.exc.func if isinstance(s.exc, cst.Call) else s.exc) == "NotImplementedError")
+        for s in small)
 
 
 class ModuleModel:
@@ -374,19 +408,24 @@ class ModuleModel:
         return None
 
 
-    def method_of_class(self, class_name: str, method: str, depth: int = 0, project=None) -> Optional[Function]:
+    def method_of_class(self, class_name: str, method: str, depth: int = 0, project=None,
+                        here_only: bool = False) -> Optional[Function]:
         """A method of a class defined here, or imported from the project (``project``: the one to
         resolve imports in, this module's own by default); one it inherits is found in its bases,
-        in order (``class Plain(Backend)`` runs ``Backend.distribute``)."""
+        in order (``class Plain(Backend)`` runs ``Backend.distribute``). ``here_only``: only
+        classes this module defines are read (no other module is parsed)."""
         local = self.methods.get((class_name, method))
         if local is not None or depth > _MAX_BASES:
             return local
         if class_name in self.classes:
             for base in self.classes[class_name].bases:
                 name = dotted(base.value) if base.keyword is None else None
-                found = self.method_of_class(name, method, depth + 1, project) if name and name != class_name else None
+                found = self.method_of_class(name, method, depth + 1, project, here_only) \
+                    if name and name != class_name else None
                 if found is not None:
                     return found
+            return None
+        if here_only:
             return None
         project = self._resolving(project)
         return project.method(self, class_name, method, depth) if project is not None else None

@@ -356,7 +356,10 @@ class Project:
                 name, alias = match.group(1), match.group(2) or match.group(1)
                 # where the name is defined, for a name the file calls: a package ``__init__`` or
                 # module re-exporting it is read for where it comes from (``from .impl import fit``)
-                called = path is not None and re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source)
+                # (a class the file derives from is as good as called: its methods run on the
+                # file's objects, ``class Classifier(LoopBase)`` then ``Classifier(...).fit()``)
+                called = path is not None and (re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source) or re.search(
+                    rf"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*(?<![\w.]){re.escape(alias)}\b", source, re.MULTILINE))
                 where = self._defined_in(path, name) if called else None
                 if where is not None and _has_event_text(where[0]) and _definition_may_train(*where):
                     return True
