@@ -68,8 +68,10 @@ def _profile_name() -> str:
 
 def _budget(default_examples: int):
     """The test's own count under the default profile; another profile (long) sets its own."""
+    # (filter_too_much: hypothesmith's strategies discard the invalid trees they draw themselves,
+    # no assume() of ours; how many varies with the seed, and one unlucky draw failed a CI run)
     common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                        HealthCheck.large_base_example])
+                                                        HealthCheck.large_base_example, HealthCheck.filter_too_much])
     if _profile_name() == "default":
         return settings(max_examples=default_examples, **common)
     return settings(**common)
