@@ -41,6 +41,20 @@ TRAINLINT = os.path.dirname(trainlint.__file__) + os.sep
 CELLS = {f: inner_cell(f) for f in (clip_grad.clip_grad_norm_, clip_grad.clip_grad_value_)}
 
 
+@pytest.fixture(autouse=True)
+def pythons_own_sigint_handler():
+    """Each test starts from Python's own SIGINT handler, the one that raises KeyboardInterrupt.
+    A process can inherit SIGINT ignored (a command run in the background by a shell without job
+    control, nohup, some CI runners); Python then installs no handler, the guard rightly leaves
+    the signal alone (test_an_ignored_or_default_sigint_is_left_alone) and no KeyboardInterrupt
+    can come: the sweeps would report the first injection as swallowed."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
 def train_step(model, optimizer):
     optimizer.zero_grad()
     F.mse_loss(model(torch.randn(8, 4)), torch.zeros(8, 2)).backward()
@@ -519,6 +533,7 @@ def test_restore_runs_every_undo_whatever_one_raises():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # see pythons_own_sigint_handler
     for raw in (False, True):
         for name, program in PROGRAMS.items():
             n, failures = sweep(program, raw=raw)
