@@ -248,7 +248,9 @@ class Evidence:
         where it runs (the flow decides that: only then is the update one)."""
         known = self._by_hand.get(id(node))
         if known is None:
-            known = self._by_hand[id(node)] = ".grad" in self.model.source and any(
+            # (the text test once per module: scanning a long module's text for every statement
+            # asked was 1 % of checking a large package)
+            known = self._by_hand[id(node)] = self.model.memo("mentions .grad", lambda: ".grad" in self.model.source) and any(
                 type(sub) is cst.For and self.hand_update(sub, fn) is not None for sub in self.model.preorder.code(node))
         return known
 

@@ -17,7 +17,7 @@ import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from . import library
 
@@ -333,6 +333,7 @@ class Project:
         module counts when the file calls it (``train_one_epoch(``, ``engine.train_one_epoch(``)
         and its definition may train (``_definition_may_train``); a module imported whole, when
         the file calls one of its functions that may."""
+        calls = _CallsInText(source)
         for found in _IMPORT_LINE.finditer(source):
             module = found.group("module") or found.group("plain")
             if module.lstrip(".").split(".", 1)[0] in _NEVER_PROJECT:
@@ -342,7 +343,7 @@ class Project:
             if found.group("plain"):
                 # ``import pkg.engine as engine`` / ``import engine``: calls of ``engine.f(``
                 alias = found.group("alias") or module
-                if self._calls_into(source, self._find(module, None), alias):
+                if self._calls_into(calls, self._find(module, None), alias):
                     return True
                 continue
             path = self._find(module, None)
@@ -358,25 +359,23 @@ class Project:
                 # module re-exporting it is read for where it comes from (``from .impl import fit``)
                 # (a class the file derives from is as good as called: its methods run on the
                 # file's objects, ``class Classifier(LoopBase)`` then ``Classifier(...).fit()``)
-                called = path is not None and (re.search(rf"(?<![\w.]){re.escape(alias)}[ \t]*\(", source) or re.search(
-                    rf"^[ \t]*class[ \t]+\w+[ \t]*\([^)]*(?<![\w.]){re.escape(alias)}\b", source, re.MULTILINE))
+                called = path is not None and alias in calls.names
                 where = self._defined_in(path, name) if called else None
                 if where is not None and _has_event_text(where[0]) and _definition_may_train(*where):
                     return True
                 # ``from pkg import engine``: a module imported by name
                 submodule = f"{module}.{name}" if not module.endswith(".") else module + name
-                if self._calls_into(source, self._find(submodule, None), alias):
+                if self._calls_into(calls, self._find(submodule, None), alias):
                     return True
         return False
 
-    def _calls_into(self, source: str, path: Optional[Path], alias: str) -> bool:
-        """Does ``source`` call a function of the module at ``path`` (``alias.f(...)``) that may
+    def _calls_into(self, calls: "_CallsInText", path: Optional[Path], alias: str) -> bool:
+        """Does the source call a function of the module at ``path`` (``alias.f(...)``) that may
         train? A function the module imports from another one (``from .impl import fit``) is read
         where it is defined."""
         if path is None:
             return False
-        called = re.findall(rf"(?<![\w.]){re.escape(alias)}\.(\w+)[ \t]*\(", source)
-        for name in set(called):
+        for name in calls.methods.get(alias, ()):
             where = self._defined_in(path, name)
             if where is not None and _has_event_text(where[0]) and _definition_may_train(*where):
                 return True
@@ -541,6 +540,41 @@ _FROM_IMPORT_LINE = re.compile(r"^[ \t]*from[ \t]+\S+[ \t]+import[ \t]+([^\n]*)"
 _REEXPORTS: Dict[Path, Tuple[bool, FrozenSet[str]]] = {}  # path -> (a star import, the words imported)
 
 
+class _CallsInText:
+    """What a module's text calls, read in one pass each when first asked, whatever the number of
+    its imports (a search per imported name was 3 % of checking a large package)."""
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+        self._names: Optional[FrozenSet[str]] = None
+        self._methods: Optional[Dict[str, Set[str]]] = None
+
+    @property
+    def names(self) -> FrozenSet[str]:
+        """Names called (``f(``, not ``x.f(``) or a class is derived from (``class C(LoopBase)``)."""
+        if self._names is None:
+            derived = (_NAME_IN_TEXT.findall(bases) for bases in _CLASS_BASES.findall(self._source))
+            self._names = frozenset(_NAME_CALLED.findall(self._source)).union(*derived)
+        return self._names
+
+    @property
+    def methods(self) -> Dict[str, Set[str]]:
+        """``engine.train(`` / ``pkg.engine.train(``: what is called, by what it is called on."""
+        if self._methods is None:
+            self._methods = {}
+            for chain in _CHAIN_CALLED.findall(self._source):
+                prefix, dot, name = chain.rpartition(".")
+                if dot:
+                    self._methods.setdefault(prefix, set()).add(name)
+        return self._methods
+
+
+_NAME_CALLED = re.compile(r"(?<![\w.])(\w+)[ \t]*\(")
+_CHAIN_CALLED = re.compile(r"(?<![\w.])(\w+(?:\.\w+)*)[ \t]*\(")
+_CLASS_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)", re.MULTILINE)
+_NAME_IN_TEXT = re.compile(r"(?<![\w.])\w+")
+
+
 def _text_matches(path: Path, text: "re.Pattern[str]") -> bool:
     key = (path, text.pattern)
     known = _TEXT_OF.get(key)
@@ -688,7 +722,13 @@ def _search_path_of(importer: ModuleModel) -> List[Path]:
     """The directories the program puts on ``sys.path`` that the importer's imports see: those
     the importer adds itself, and those a module of its folder, or of the folders of the packages
     it sits in, adds (the ``import _init_paths`` idiom: sys.path is the whole program's, so a
-    helper moved beside the script, or into a package under it, resolves its imports there too)."""
+    helper moved beside the script, or into a package under it, resolves its imports there too).
+    Kept with the importer's model: every import it resolves asks, and resolving its path and
+    reading its stamp each time was 5 % of checking a large package."""
+    return importer.memo("search_path", lambda: _search_path_of_file(importer))
+
+
+def _search_path_of_file(importer: ModuleModel) -> List[Path]:
     from .search_path import declared_roots
 
     path = Path(importer.path).resolve()

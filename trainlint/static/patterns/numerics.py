@@ -251,7 +251,7 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
         # an imported function, or a method of another module's class (``client.train(net=...)``)
         callee = ctx.sites.project_callee(site)
         if callee is None or callee.owner is None or callee.owner is ctx.model or (imported and callee.cls is not None) \
-                or not _CROSS_ENTROPY_TEXT.search(callee.owner.source):
+                or not _mentions_cross_entropy(callee.owner):
             continue
         bound = _bind(None, callee, site.call, site.function, ctx.model, method=callee.cls is not None)
         if not bound:
@@ -296,7 +296,7 @@ def _probabilities_into_an_inherited_loss(ctx: Context) -> Iterable[Match]:
         for fn in ctx.model.inherited_methods(class_name):
             owner = fn.owner
             if owner is None or not fn.params or _static(fn) or not (
-                    _CROSS_ENTROPY_TEXT.search(owner.source) or _CROSS_ENTROPY_TEXT.search(ctx.model.source)):
+                    _mentions_cross_entropy(owner) or _mentions_cross_entropy(ctx.model)):
                 continue
             # ``self`` in the inherited method is an instance of this class, made here
             instance = {(id(fn), fn.params[0]): (cst.parse_expression(f"{class_name}()"), None, ctx.model)}
@@ -1081,6 +1081,11 @@ def _lower_triangle(expr: cst.BaseExpression) -> bool:
 
 
 _CROSS_ENTROPY_TEXT = re.compile(r"cross_entropy|CrossEntropyLoss")
+
+
+def _mentions_cross_entropy(model: ModuleModel) -> bool:
+    """Searched once per module: each call handing a model to another module's function asks."""
+    return model.memo("numerics.mentions_cross_entropy", lambda: _CROSS_ENTROPY_TEXT.search(model.source) is not None)
 
 
 def _with_local_callees(ctx: Context, fn: Function, depth: int = 2) -> List[Function]:
