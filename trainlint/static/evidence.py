@@ -129,15 +129,16 @@ class Evidence:
         """Known not to produce training events: builtins, torch/numpy/logging functions, the
         read-only methods of training objects, constructors of training objects."""
         func = call.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if isinstance(func, cst.Name) and name in _PURE_FUNCTIONS and name not in self.model.imports.names:
+        kind = type(func)  # exact types: see names.dotted
+        name = func.attr.value if kind is cst.Attribute else func.value if kind is cst.Name else ""
+        if kind is cst.Name and name in _PURE_FUNCTIONS and name not in self.model.imports.names:
             return True
-        if isinstance(func, cst.Name) and name in self.model.classes and (name, "__init__") not in self.model.methods:
+        if kind is cst.Name and name in self.model.classes and (name, "__init__") not in self.model.methods:
             return True  # a class of the module without __init__: constructing it runs nothing of ours
         qualified = self.model.imports.qualify(func) or ""
         if qualified.startswith(_PURE_MODULES) or qualified in ("print", "len"):
             return True
-        if isinstance(func, cst.Attribute) and dotted(func) not in self._attributes and name in _PURE_METHODS:
+        if kind is cst.Attribute and dotted(func) not in self._attributes and name in _PURE_METHODS:
             return True
         project = self.extractor.project or self.model.project
         if project is not None and (dotted(func) or "").split(".", 1)[0] in self.model.imports.names and project.inert(self.model, dotted(func)):

@@ -58,6 +58,7 @@ _WRITTEN: Dict[tuple, int] = {}  # (id(flow), "scope" or "class", key) -> when i
 _VOLATILE = ("volatile",)  # a read whose answer may change with no write (an import cycle being read)
 _READS: Optional[Set[object]] = None  # what the scope being evaluated reads: keys and objects
 # Text that can make a training object: a project module without it is never parsed for this.
+_CONTAINERS = frozenset({cst.Tuple, cst.List, cst.Dict, cst.DictComp, cst.ListComp})
 _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
                          r"Loss\(|DistributedDataParallel|fully_shard|FullyShardedDataParallel|\.prepare\(|"
                          r"\binitialize\(|\bDDP\(|\bFSDP\(|"
@@ -552,7 +553,10 @@ class ObjectFlow:
 
     def _eval(self, expr: cst.BaseExpression, fn: Optional["Function"],
               bound: Optional[Dict[str, Objects]], depth: int) -> Objects:
-        if isinstance(expr, (cst.Name, cst.Attribute)):
+        # exact types (libcst's node classes are final): an isinstance that fails goes through
+        # ABCMeta's Python-level hook, and this runs for most expressions of every module read
+        kind = type(expr)
+        if kind is cst.Name or kind is cst.Attribute:
             path = dotted(expr)
             if path is not None:
                 head = path.split(".", 1)[0]
@@ -564,30 +568,30 @@ class ObjectFlow:
                 found = self._lookup(path, fn)
                 if found:
                     return found
-                if isinstance(expr, cst.Name):
+                if kind is cst.Name:
                     found = self._imported(expr.value)
                     if found:
                         return found
                 outside = self._from_outside(path, head, fn)
                 if outside is not None:
                     return frozenset({outside})
-            if isinstance(expr, cst.Attribute):
+            if kind is cst.Attribute:
                 return _field(self.eval(expr.value, fn, bound, depth), expr.attr.value)
             return NONE
-        if isinstance(expr, cst.Subscript):
+        if kind is cst.Subscript:
             key = _subscript_key(expr)
             path = dotted(expr.value)
             if key is None:
                 return NONE
             return _field(self.eval(expr.value, fn, bound, depth), key) or (
                 frozenset(self._lookup(f"{path}{key}", fn)) if path else NONE)
-        if isinstance(expr, cst.IfExp):
+        if kind is cst.IfExp:
             return self.eval(expr.body, fn, bound, depth) | self.eval(expr.orelse, fn, bound, depth)
-        if isinstance(expr, cst.BooleanOperation):
+        if kind is cst.BooleanOperation:
             return self.eval(expr.left, fn, bound, depth) | self.eval(expr.right, fn, bound, depth)
-        if isinstance(expr, (cst.Tuple, cst.List, cst.Dict, cst.DictComp, cst.ListComp)):
+        if kind in _CONTAINERS:
             return self._container(expr, fn, bound, depth)
-        if isinstance(expr, cst.Call):
+        if kind is cst.Call:
             return self._call(expr, fn, bound, depth)
         return NONE
 

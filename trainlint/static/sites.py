@@ -29,9 +29,10 @@ class CallSite:
     @property
     def name(self) -> str:
         func = self.call.func
-        if isinstance(func, cst.Attribute):
+        kind = type(func)  # exact types: see names.dotted
+        if kind is cst.Attribute:
             return func.attr.value
-        return func.value if isinstance(func, cst.Name) else ""
+        return func.value if kind is cst.Name else ""
 
     @property
     def receiver(self) -> Optional[str]:
