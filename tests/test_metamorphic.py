@@ -31,7 +31,7 @@ from fixture_expectations import FIXTURES, PROJECTS, fixture_files
 from metamorphic import TRANSFORMATIONS
 from trainlint.catalog import load_catalog
 from trainlint.config import Config, find_config
-from trainlint.engine import Settings, check_paths
+from trainlint.engine import Settings, check_paths, default_jobs
 from trainlint.static import project as project_modules
 
 # Every rule, opt-in ones included: the verdicts compared are computed under the same rules.
@@ -201,7 +201,7 @@ def _verdicts(group: Path, pairs: Dict[str, Tuple[Subject, Dict[str, str]]]) -> 
             runs.append((configured / key, find_config(configured / key / "pyproject.toml")))
     for root, config in runs:
         project_modules.forget_parsed()
-        report = check_paths([str(root)], Settings(rules=RULES, config=config, cache=False))
+        report = check_paths([str(root)], Settings(rules=RULES, config=config, cache=False, jobs=default_jobs()))
         base = plain if root == plain else configured
         for finding in report.findings:
             key = Path(finding.path).resolve().relative_to(base.resolve()).parts[0]
