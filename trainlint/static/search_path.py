@@ -37,9 +37,14 @@ def mentions_search_path(source: str) -> bool:
 
 def declared_roots(model: "ModuleModel") -> List[Path]:
     """Existing directories the module's top-level code adds to ``sys.path`` (directly, or by
-    calling a function of its own that adds its parameter)."""
+    calling a function of its own that adds its parameter). Read once per module: each module of
+    its folder asks when it resolves its imports (see project._search_path_of)."""
     if model.path is None or not mentions_search_path(model.source):
         return []
+    return model.memo("declared search path", lambda: _declared_roots(model))
+
+
+def _declared_roots(model: "ModuleModel") -> List[Path]:
     module_dir = Path(model.path).resolve().parent
     bindings: Dict[str, cst.BaseExpression] = {}
     adders: Dict[str, Tuple[int, str]] = {}  # function name -> the parameter it puts on sys.path
