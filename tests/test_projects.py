@@ -180,7 +180,8 @@ def test_the_project_gate_reads_calls_of_imported_names_aliases_modules_and_star
 
     (tmp_path / "engine.py").write_text(
         "def train_one_epoch(model, loader, optimizer):\n    for x in loader:\n"
-        "        model(x).mean().backward()\n        optimizer.step()\n\n\ndef describe(model):\n    return str(model)\n",
+        "        model(x).mean().backward()\n        optimizer.step()\n\n\ndef describe(model):\n    return str(model)\n\n\n"
+        "class LoopBase:\n    def fit(self, model, loader, optimizer):\n        train_one_epoch(model, loader, optimizer)\n",
         encoding="utf-8")
     script = tmp_path / "main.py"
     project = Project(script)
@@ -192,6 +193,14 @@ def test_the_project_gate_reads_calls_of_imported_names_aliases_modules_and_star
         "from engine import describe\ndescribe(m)\n": False,
         "from engine import train_one_epoch\n": False,  # imported, never called
         "from engine import *\n": True,  # any of its names may be called
+        "from engine import train_one_epoch\ntrain_one_epoch (m, l, o)\n": True,
+        # a method of another object spelled like the imported name is not that name
+        "from engine import train_one_epoch\nrunner.train_one_epoch(m, l, o)\n": False,
+        "import engine as e\ne.describe(m)\ne.train_one_epoch (m, l, o)\n": True,
+        "import engine\nother.engine.train_one_epoch(m, l, o)\n": False,
+        # a class derived from a project class runs its methods on the file's objects
+        "from engine import LoopBase\nclass Mine(\n    LoopBase,\n):\n    pass\nMine().fit(m, l, o)\n": True,
+        "from engine import LoopBase\nclass Mine(lib.LoopBase):\n    pass\n": False,
     }
     for source, expected in trains.items():
         script.write_text(source, encoding="utf-8")

@@ -57,8 +57,8 @@ _CLOCK = itertools.count(1)
 _WRITTEN: Dict[tuple, int] = {}  # (id(flow), "scope" or "class", key) -> when it last grew
 _VOLATILE = ("volatile",)  # a read whose answer may change with no write (an import cycle being read)
 _READS: Optional[Set[object]] = None  # what the scope being evaluated reads: keys and objects
+_CONTAINERS = frozenset({cst.Tuple, cst.List, cst.Dict, cst.DictComp, cst.ListComp})  # see _container
 # Text that can make a training object: a project module without it is never parsed for this.
-_CONTAINERS = frozenset({cst.Tuple, cst.List, cst.Dict, cst.DictComp, cst.ListComp})
 _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
                          r"Loss\(|DistributedDataParallel|fully_shard|FullyShardedDataParallel|\.prepare\(|"
                          r"\binitialize\(|\bDDP\(|\bFSDP\(|"
