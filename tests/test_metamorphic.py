@@ -44,14 +44,6 @@ MIN_SUBJECTS = 10  # ... at least this many fixtures/projects
 
 # Why the engine's verdict changes on a rewritten program that means the same: each cause is
 # one engine weakness, found by reading the pair (and, for renames, by renaming one name at a time).
-_BUILDER_TL302 = (
-    'engine: TL302 needs the DataLoader(...) constructor assigned to the iterated variable; a loader '
-    'returned by a module-level builder is not checked'
-)
-_DICT_ENTRY_ARG = (
-    'engine: a loader passed as a dict entry (`f(loaders["train"])`) or iterated as one is not linked to '
-    'its DataLoader/DistributedSampler (TL301/TL302 lost)'
-)
 _EXTRACT_ACCUM = (
     'engine: gradient accumulation (micro-step loop / boundary `if` with backward) is recognised only '
     'when backward() is lexically in the loop (flow._micro_loop `_calls_named`); moved to a per-iteration'
@@ -135,10 +127,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # WRAP_SELF (2)
     ("TL201/bad_hooked_transformer_loss.py", "wrap_in_class"): _WRAP_SELF,
     ("TL801/bad_sequential_built_by_helper.py", "wrap_in_class"): _WRAP_SELF,
-    # DICT_ENTRY_ARG (3)
-    ("projects/engine_split_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
-    ("projects/relative_package_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
-    ("projects/epochs_run_by_another_module_bad", "loaders_in_dict"): _DICT_ENTRY_ARG,
     # WRAP_SELF_WRAP (2)
     ("TL203/bad_fully_shard_no_gradient_sync_toggle.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "wrap_in_class"): _WRAP_SELF_WRAP,

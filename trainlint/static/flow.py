@@ -1442,7 +1442,7 @@ class Interpreter:
         given = list(zip(params, [a.value for a in positional]))
         given += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None and a.keyword.value in params]
         for param, value in given:
-            path = frame.resolve(value)
+            path = frame.resolve_keyed(value)
             if path is not None:
                 bound[param] = path
             if isinstance(value, cst.Name):
