@@ -6,6 +6,7 @@ findings, in whichever file they are, must be exactly the ``# expect:`` comments
 from __future__ import annotations
 
 import gc
+import re
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,51 @@ def test_a_finding_in_an_imported_module_reads_the_same_from_each_checked_file(t
     report = check_paths([str(tmp_path)], Settings(rules=frozenset({"TL101"}), cache=False))
     assert [(Path(f.path).name, f.line) for f in report.findings] == [("engine.py", 6)]
     assert "after optimizer.step() (line 5)" in report.findings[0].message
+
+
+# ``self.loss_func(log_probs, labels) (models/Update.py line 45)``: a statement of another file,
+# named by its path relative to the checked directory and its line.
+_NAMED_IN_FILE = re.compile(r"([A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:\([^()]*(?:\([^()]*\)[^()]*)*\))?) \(([\w./-]+\.py) line (\d+)\)")
+
+
+@pytest.mark.parametrize("project", [p for p in PROJECT_DIRS if p.name.endswith("_bad")], ids=lambda p: p.name)
+def test_a_statement_of_another_file_is_named_with_its_file_and_line(project):
+    """Every ``label (file.py line N)`` in a finding's message is on that line of that file (a
+    message names both statements with lines, the other file's too)."""
+    report = check_paths([str(project)], Settings(rules=ALL_RULES, config=find_config(project), cache=False))
+    for finding in report.findings:
+        for label, named, number in _NAMED_IN_FILE.findall(finding.message):
+            candidates = [p for p in project.rglob("*.py") if p.as_posix().endswith("/" + named)]
+            assert len(candidates) == 1, f"{finding.rule}: {named} is not one file of the project: {finding.message}"
+            lines = candidates[0].read_text(encoding="utf-8").splitlines()
+            head = label.split("(")[0].split("[")[0].rsplit(".", 1)[-1]
+            assert head in lines[int(number) - 1], (
+                f"{finding.rule}: `{label}` is not on {named} line {number}: {finding.message}")
+
+
+def test_a_pattern_finding_names_the_other_files_statement_by_line(tmp_path):
+    """TL801 through a training function of another module, TL502 through an evaluation helper of
+    another module: the loss and the forward there are named by file and line, not by file alone."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "models" / "nets.py").write_text(
+        "from torch import nn\n\n\nclass Mlp(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(4, 2)\n        self.out = nn.Softmax(dim=1)\n\n"
+        "    def forward(self, x):\n        return self.out(self.fc(x))\n", encoding="utf-8")
+    (tmp_path / "models" / "client.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass Client:\n    def __init__(self, data):\n"
+        "        self.data = data\n        self.criterion = nn.CrossEntropyLoss()\n\n"
+        "    def fit(self, net):\n        opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        "        for x, y in self.data:\n            opt.zero_grad()\n"
+        "            loss = self.criterion(net(x), y)\n            loss.backward()\n            opt.step()\n\n\n"
+        "def score(net, data):\n    total = 0.0\n    for x, y in data:\n        total += net(x).sum().item()\n"
+        "    return total\n", encoding="utf-8")
+    (tmp_path / "main.py").write_text(
+        "import copy\n\nfrom models.client import Client, score\nfrom models.nets import Mlp\n\n\n"
+        "def main(data, rounds):\n    net = Mlp()\n    for _ in range(rounds):\n"
+        "        Client(data).fit(net=copy.deepcopy(net))\n    net.eval()\n    print(score(net, data))\n",
+        encoding="utf-8")
+    report = check_paths([str(tmp_path / "main.py")], Settings(rules=ALL_RULES, config=find_config(tmp_path), cache=False))
+    messages = {f.rule: f.message for f in report.findings}
+    assert "self.criterion(net(x), y) (models/client.py line 14)" in messages.get("TL801", ""), messages
+    assert "net(x) (models/client.py line 22)" in messages.get("TL502", ""), messages

@@ -311,10 +311,12 @@ def _analyze_results(
     others = {id(ev.origin): ev.origin for ev in events if ev.origin is not None}
     others.update((id(fn.owner), fn.owner) for fn in called if fn.owner not in (None, model))
     others.update((id(m.origin), m.origin) for m in matches if m.origin is not None)
+    others.update((id(owner), owner) for m in matches for _, owner in m.mentions if owner is not model)
     for other in others.values():
         other_positions = _positions(other)
         other_spans = _spans(other_positions, [ev.site for ev in events if ev.origin is other]
-                             + [fn.node for fn in called if fn.owner is other] + [m.node for m in matches if m.origin is other])
+                             + [fn.node for fn in called if fn.owner is other] + [m.node for m in matches if m.origin is other]
+                             + [node for m in matches for node, owner in m.mentions if owner is other])
         spans.update(other_spans)
         origins.update((key, other) for key in other_spans)
 
@@ -369,14 +371,22 @@ def _analyze_results(
         return (f"{_code(entry)} runs {violation.at.label} ({line_of_site(violation.at.site) or 'in another module'}) "
                 f"here: {message}")
 
-    def line_of_node(node: cst.CSTNode) -> Optional[str]:
-        return position(positions[node].start.line) if node in positions else None
+    def lines_for_match(match) -> Callable[[cst.CSTNode], Optional[str]]:
+        """A pattern's statements: this file's by line, the other files' it names by file and line."""
+        mentioned = {id(node) for node, owner in match.mentions if owner is not model}
+        line_of_site = lines_seen_from(match.origin)
+
+        def line_of_node(node: cst.CSTNode) -> Optional[str]:
+            if id(node) in mentioned:
+                return line_of_site(node)
+            return position(positions[node].start.line) if node in positions else None
+        return line_of_node
 
     candidates = [
         (v.rule, epoch_loops[v][0] if v in epoch_loops else entries.get(v, v.at.site), lambda v=v: message_of(v),
          v.related, v.at, lambda v=v: trace(v), False)
         for v in violations
-    ] + [(m.rule, m.node, lambda m=m: m.render(line_of_node), (), None, tuple, m.advice) for m in matches]
+    ] + [(m.rule, m.node, lambda m=m: m.render(lines_for_match(m)), (), None, tuple, m.advice) for m in matches]
     entered = {id(call) for call in entries.values()} | {id(loop) for loop, _ in epoch_loops.values()}
     results = []
     seen = set()

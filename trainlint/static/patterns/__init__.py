@@ -7,7 +7,7 @@ them walks the tree again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
@@ -28,6 +28,9 @@ class Match:
     # The module of ``node`` when it is not the checked file's (a model's softmax in its own file,
     # reported from the file that hands that model to a training function).
     origin: Optional[ModuleModel] = None
+    # Statements of other modules that the message names, each with its module: ``render``'s
+    # line function places them by file and line (``models/Update.py line 45``).
+    mentions: Tuple[Tuple[cst.CSTNode, ModuleModel], ...] = ()
 
 
 @dataclass

@@ -664,14 +664,14 @@ def _evaluations_through_calls(ctx: Context, reported: Set[int], done: Set[int])
         if at_call:
             yield Match("TL502", at, lambda line_of, c=call.call, f=forward.call, e=site.call, sh=shared, o=foreign: (
                 f"{ctx.label(c)} runs {ctx.label(f)} ("
-                + (f"in {o.path.name if o.path is not None else 'another module'}" if o is not None else line_of(f))
+                + ((line_of(f) or f"in {o.path.name if o.path is not None else 'another module'}") if o is not None else line_of(f))
                 + f") after {ctx.label(e)} ({line_of(e)}) "
                 f"with gradients on: eval() does not disable autograd, so each evaluation batch "
                 f"builds a graph and holds the activations a training forward saves for backward: "
                 f"several times the memory and time of inference; "
                 + ("the function serves training too, so " if sh else "")
                 + "wrap this call in torch.no_grad() (or torch.inference_mode())."
-            ))
+            ), mentions=((forward.call, foreign),) if foreign is not None else ())
             continue
         yield Match("TL502", at, lambda line_of, c=call.call, f=forward.call, e=site.call: (
             f"{ctx.label(f)} runs in an evaluation (after {ctx.label(e)}, {line_of(e)}, then "

@@ -275,11 +275,11 @@ def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
             at = "" if node is site.call else _shown_in(origin, node)
             here = "" if origin is ctx.model or ctx.model.path is None else f"{ctx.model.path.name} "
             yield Match("TL801", node, lambda line_of, c=site.call, w=what, l=inside.label(loss.call), f=callee.name, p=where,
-                        at=at, h=here: (
+                        at=at, h=here, n=loss.call: (
                 f"{at}{ctx.label(c)}{f' ({h}{line_of(c)})' if at else ''} hands {f}() a model whose output is {w}, and {f}() passes it "
-                f"to {l} ({p}), but cross-entropy applies log_softmax itself: {normalised_twice(w)}; have the model "
+                f"to {l} ({line_of(n) or p}), but cross-entropy applies log_softmax itself: {normalised_twice(w)}; have the model "
                 f"return raw logits (or use log_softmax + NLLLoss)."
-            ), origin=origin if origin is not ctx.model else None)
+            ), origin=origin if origin is not ctx.model else None, mentions=((loss.call, callee.owner),))
             break
 
 
@@ -319,7 +319,7 @@ def _probabilities_into_an_inherited_loss(ctx: Context) -> Iterable[Match]:
                     f"{c} inherits {f.cls}.{f.name} ({line_of(f.node) or at}), which passes its forward's output, "
                     f"{w}, to {l}, but cross-entropy applies log_softmax itself: {normalised_twice(w)}; have "
                     f"{c}.forward return raw logits (or use log_softmax + NLLLoss)."
-                ), origin=None)
+                ), origin=None, mentions=((fn.node, owner),))
                 break
 
 
