@@ -181,3 +181,25 @@ def test_an_object_from_elsewhere_is_known_by_its_methods():
     """)
     assert model.roles.get("updater").kind == "optimizer"
     assert model.roles.get("amp").kind == "scaler"
+
+
+def test_entries_stored_into_an_empty_dict_are_its_entries():
+    """``loaders = {}`` then ``loaders["train"] = DataLoader(...)``: the dict is an object from the
+    start, so what is stored into it later, in the same function or (for ``self.loaders``) in
+    another method, is found there."""
+    model = _model('''
+        from torch.utils.data import DataLoader, DistributedSampler
+        def main(ds):
+            loaders = {}
+            loaders["train"] = DataLoader(ds, sampler=DistributedSampler(ds))
+        class Trainer:
+            def __init__(self, ds):
+                self.loaders = {}
+                self.setup(ds)
+            def setup(self, ds):
+                self.loaders["train"] = DataLoader(ds, sampler=DistributedSampler(ds, shuffle=False))
+    ''')
+    local = model.roles.get("loaders['train']")
+    assert local.kind == "loader" and model.roles.get(local.sampler).shuffle is True
+    held = model.roles.get("self.loaders['train']")
+    assert held.kind == "loader" and model.roles.get(held.sampler).shuffle is False

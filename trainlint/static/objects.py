@@ -656,7 +656,9 @@ class ObjectFlow:
                 if isinstance(element, cst.StarredElement):
                     break
                 entries[f"[{index}]"] = self.eval(element.value, fn, bound, depth)
-        if not any(entries.values()):
+        # An empty dict is a container too: entries stored into it later (``loaders = {}`` then
+        # ``loaders["train"] = DataLoader(...)``, in any method for ``self.loaders``) are its fields.
+        if not any(entries.values()) and not (type(expr) is cst.Dict and not expr.elements):
             return NONE
         obj = self._allocate(expr, None, "container")
         for key, objects in entries.items():
