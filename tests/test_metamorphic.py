@@ -44,11 +44,6 @@ MIN_SUBJECTS = 10  # ... at least this many fixtures/projects
 
 # Why the engine's verdict changes on a rewritten program that means the same: each cause is
 # one engine weakness, found by reading the pair (and, for renames, by renaming one name at a time).
-_EXTRACT_ACCUM = (
-    'engine: gradient accumulation (micro-step loop / boundary `if` with backward) is recognised only '
-    'when backward() is lexically in the loop (flow._micro_loop `_calls_named`); moved to a per-iteration'
-    ' helper, TL201/TL203 are lost'
-)
 _EXTRACT_FLAG = (
     'engine: a flag passed into and returned from the per-iteration helper (should_start_update) loses '
     'its correlation with the zero_grad/step it guards: false TL104/TL105'
@@ -65,11 +60,6 @@ _EXTRACT_SCALER_LOOP = (
 _TQDM_VALUE = (
     'engine: iterating tqdm(tensor) loses what the tensor holds (softmax output), so TL801 misses the '
     'double softmax'
-)
-_WRAP_SELF = (
-    "engine: a model or loss module reached as `self.x` of a wrapper class (Runner(net, criterion).run()) "
-    'is read by the name it was assigned to, not through the object: TL801 (the Sequential ending in '
-    'Softmax) and TL201 (the model class returning a mean loss) are lost'
 )
 _WRAP_SELF_WRAP = (
     'engine: wrapping an attribute (`fully_shard(self.model)`, `self.net = DDP(self.net)`) is not '
@@ -124,14 +114,9 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # DECORATOR_ELSEWHERE (2)
     ("TL303/good_save_under_own_main_process_decorator.py", "reexport_through_package"): _DECORATOR_ELSEWHERE,
     ("TL303/good_save_under_own_main_process_decorator.py", "split_helpers_module"): _DECORATOR_ELSEWHERE,
-    # WRAP_SELF (2)
-    ("TL201/bad_hooked_transformer_loss.py", "wrap_in_class"): _WRAP_SELF,
-    ("TL801/bad_sequential_built_by_helper.py", "wrap_in_class"): _WRAP_SELF,
     # WRAP_SELF_WRAP (2)
     ("TL203/bad_fully_shard_no_gradient_sync_toggle.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "wrap_in_class"): _WRAP_SELF_WRAP,
-    # EXTRACT_ACCUM (1)
-    ("TL201/bad_hooked_transformer_loss.py", "extract_loop_body"): _EXTRACT_ACCUM,
     # EXTRACT_FLAG (1)
     ("TL105/good_zero_grad_when_an_update_starts.py", "extract_loop_body"): _EXTRACT_FLAG,
     # EXTRACT_PARTIAL (1)

@@ -241,12 +241,12 @@ class ObjectFlow:
 
     # ----------------------------------------------------------------- whole module
     def run(self) -> None:
-        """Every scope of the module: its top level and each function."""
+        """Every scope of the module: its top level and each function, callers before callees."""
         model = self.model
         self._top_level_done = True
         self.home.start()
         try:
-            self._rounds([(None, model.module_assigns)] + [(fn, fn.assigns) for fn in model.all_functions])
+            self._rounds([(None, model.module_assigns)] + [(fn, fn.assigns) for fn in _callers_first(model)])
             self._answer_protocols([model.top] + list(model.all_functions))
         finally:
             self.home.stop()
@@ -290,7 +290,6 @@ class ObjectFlow:
         evaluated: Dict[Optional[int], Tuple[int, Set[object]]] = {}  # scope -> (when, what it read)
         for _ in range(_ROUNDS):
             self._changed = False
-            fresh = []
             for fn, assigns in scopes:
                 key = id(fn.node) if fn is not None else None
                 if key in evaluated and not _stale(*evaluated[key]):
@@ -303,29 +302,17 @@ class ObjectFlow:
                     if fn is not None:
                         for loop_target, sources in fn.owner.memo(f"loop targets {id(fn.node)}", lambda f=fn: list(_loop_targets(f))):
                             self._bind(loop_target, self._iterated(sources, fn), fn)
+                    if len(scopes) > 1:
+                        # The whole module: a function's parameters hold what its calls here pass
+                        # (``train_epoch(model, loader, optimizer)`` in ``main``), bound as soon as
+                        # the caller is read, so that a callee read after it (callers come first)
+                        # never takes a parameter for something that came in from outside.
+                        self._bind_calls_of(fn, self.model, self.model.sites())
                 finally:
                     _READS = outer
-                fresh.append((fn, evaluated[key][1]))
             self._instances_into_classes()
-            if len(scopes) > 1:  # the whole module: its functions' parameters get what callers pass
-                self._bind_from_callers(fresh)
             if not self._changed:
                 break
-
-    def _bind_from_callers(self, scopes: List[Tuple[Optional["Function"], Set[object]]]) -> None:
-        """A parameter of a function of this module holds what its calls here pass for it
-        (``train_epoch(model, loader, optimizer)`` in ``main``): the objects of every call site,
-        beside what came in from outside when nothing here calls it. ``scopes``: the calling
-        scopes evaluated this round, each with the set its reads go to."""
-        global _READS
-        model = self.model
-        sites = model.sites()
-        for fn, reads in scopes:
-            outer, _READS = _READS, reads
-            try:
-                self._bind_calls_of(fn, model, sites)
-            finally:
-                _READS = outer
 
     def _bind_calls_of(self, fn: Optional["Function"], model: "ModuleModel", sites) -> None:
         """The objects ``fn``'s calls pass to this module's functions, bound to their parameters."""
@@ -337,11 +324,14 @@ class ObjectFlow:
         for call in (site.call for site in sites.in_function(fn)):
             name = dotted(call.func)
             target = _local_function(model, name, fn) if name is not None and id(call) in made else None
-            if target is None and isinstance(call.func, cst.Attribute):
+            constructed = target is None and name in model.classes
+            if constructed:  # ``Runner(net, criterion)``: its ``__init__`` gets them, after ``self``
+                target = model.methods.get((name, "__init__"))
+            elif target is None and isinstance(call.func, cst.Attribute):
                 target = self._method_of_instances(call.func, fn)
             if target is None or target is fn:
                 continue
-            method = target.cls is not None and isinstance(call.func, cst.Attribute)
+            method = constructed or (target.cls is not None and isinstance(call.func, cst.Attribute))
             for param, argument in parameters_given(call, target.params, method):
                 objects = self.eval(argument, fn)
                 # a method's own ``self`` is its instance (see _from_outside); a plain function's
@@ -975,6 +965,46 @@ class _NoInit:
 
 
 _NO_INIT = _NoInit()
+
+
+def _callers_first(model: "ModuleModel") -> List["Function"]:
+    """The module's functions, each after the functions and module level that call it by name or
+    construct its class (a depth-first order of those calls; a cycle keeps the order it is met
+    in): a caller's arguments are bound to the callee's parameters before the callee is read."""
+    functions = model.all_functions
+    callees: Dict[int, List["Function"]] = {}
+    for fn in [model.top] + functions:
+        found = []
+        for call in fn.calls:
+            name = dotted(call.func)
+            if name is None:
+                continue
+            scope = fn if fn is not model.top else None
+            target = _local_function(model, name, scope) if name not in model.classes else model.methods.get((name, "__init__"))
+            if target is not None and target is not fn:
+                found.append(target)
+        callees[id(fn.node)] = found
+    done: Set[int] = set()
+    finished: List["Function"] = []
+
+    def visit(fn: "Function") -> None:
+        stack = [(fn, iter(callees.get(id(fn.node), ())))]
+        done.add(id(fn.node))
+        while stack:
+            current, pending = stack[-1]
+            following = next((c for c in pending if id(c.node) not in done), None)
+            if following is None:
+                stack.pop()
+                finished.append(current)
+                continue
+            done.add(id(following.node))
+            stack.append((following, iter(callees.get(id(following.node), ()))))
+
+    for fn in [model.top] + functions:
+        if id(fn.node) not in done:
+            visit(fn)
+    ordered = [fn for fn in reversed(finished) if fn is not model.top]
+    return ordered if len(ordered) == len(functions) else functions
 
 
 def _stale(when: int, reads: Set[object]) -> bool:

@@ -160,8 +160,10 @@ def _loss_class_of_objects(ctx: Context, func: cst.BaseExpression, fn: Optional[
     (``criterion_ = criterion`` after ``criterion = nn.CrossEntropyLoss()``)."""
     path = dotted(func)
     values = _assigned_following_defaults(ctx.model, path, fn) if path else []
-    if not path or not all(isinstance(v, cst.Name) and v.value not in ctx.model.functions and _function_held(ctx, v) is None
-                             for v in values):
+    # (None: a parameter with no default stored there, ``self.criterion = criterion``: what its
+    # callers here pass, read from the objects; one that came from elsewhere is not allocated here)
+    if not path or not all(v is None or isinstance(v, cst.Name) and v.value not in ctx.model.functions
+                           and _function_held(ctx, v) is None for v in values):
         return None  # only a name every plain assignment aliases to another variable: a function held is no object
     flow = ctx.model.objects
     objects = flow.eval(func, fn)
