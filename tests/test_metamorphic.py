@@ -57,10 +57,6 @@ _EXTRACT_SCALER_LOOP = (
     'scaler.step() is lexically in the loop; via a helper, two scaler.step() without update() are '
     'reported (TL402)'
 )
-_TQDM_VALUE = (
-    'engine: iterating tqdm(tensor) loses what the tensor holds (softmax output), so TL801 misses the '
-    'double softmax'
-)
 _WRAP_SELF_WRAP = (
     'engine: wrapping an attribute (`fully_shard(self.model)`, `self.net = DDP(self.net)`) is not '
     'tracked, so the micro-step backward is not on a DDP/FSDP model (TL203 lost)'
@@ -123,8 +119,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL105/bad_partial_update.py", "extract_loop_body"): _EXTRACT_PARTIAL,
     # EXTRACT_SCALER_LOOP (1)
     ("TL105/good_zero_grad_each_optimizer_in_loop.py", "extract_loop_body"): _EXTRACT_SCALER_LOOP,
-    # TQDM_VALUE (1)
-    ("TL801/bad_softmax_in_loss_module.py", "wrap_in_tqdm"): _TQDM_VALUE,
 }
 
 

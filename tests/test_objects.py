@@ -203,3 +203,29 @@ def test_entries_stored_into_an_empty_dict_are_its_entries():
     assert local.kind == "loader" and model.roles.get(local.sampler).shuffle is True
     held = model.roles.get("self.loaders['train']")
     assert held.kind == "loader" and model.roles.get(held.sampler).shuffle is False
+
+
+def test_a_parameter_its_callers_fill_holds_only_what_they_pass():
+    """Read before or after its callers in the text, a parameter that this module's calls fill
+    (a function's, or ``__init__``'s through the class's construction) holds their objects only,
+    not also an unknown object from outside: an alias of it, or the attribute it is stored in,
+    is the loss module the caller built."""
+    model = _model('''
+        import torch
+        class Runner:
+            def __init__(self, net, criterion):
+                self.net = net
+                self.criterion = criterion
+        def step(net, criterion, x, y):
+            crit = criterion
+            return crit(net(x), y)
+        def main(x, y):
+            net = torch.nn.Linear(3, 2)
+            criterion = torch.nn.CrossEntropyLoss()
+            step(net, criterion, x, y)
+            Runner(net, criterion)
+    ''')
+    step = next(f for f in model.all_functions if f.name == "step")
+    init = next(f for f in model.all_functions if f.name == "__init__")
+    assert [o.role.kind for o in model.objects.eval(cst.parse_expression("crit"), step)] == ["loss_fn"]
+    assert [o.role.kind for o in model.objects.eval(cst.parse_expression("self.criterion"), init)] == ["loss_fn"]

@@ -10,7 +10,7 @@ import libcst as cst
 from .. import library
 from ..calls import arg, is_none, literal_bool, literal_number
 from ..module import Function, ModuleModel
-from ..names import dotted, plain_key
+from ..names import PROGRESS_BARS, dotted, plain_key
 from ..project import names_an_import
 from ...wording import normalised_twice
 from ..roles import LOSS_FN
@@ -580,7 +580,16 @@ def _assigned_in(model: ModuleModel, scope: Optional[Function], assigns, path: s
         return []
     if filled and values and all(_allocation(model, value) for value, _ in values):
         values = filled  # the allocation holds nothing yet: its entries are what is stored in it
-    return values + [(loop.iter, scope) for loop in loops]
+    return values + [(_under_progress_bar(model, loop.iter), scope) for loop in loops]
+
+
+def _under_progress_bar(model: ModuleModel, iterable: cst.BaseExpression) -> cst.BaseExpression:
+    """``for rows in tqdm(probabilities)`` iterates ``probabilities``: a progress bar (known by
+    what it was imported as) hands back the elements of its first argument."""
+    while isinstance(iterable, cst.Call) and iterable.args and iterable.args[0].keyword is None \
+            and model.imports.qualify(iterable.func) in PROGRESS_BARS:
+        iterable = iterable.args[0].value
+    return iterable
 
 
 def _stored_value(scope: Optional[Function], target: cst.Subscript, value: cst.BaseExpression) -> cst.BaseExpression:
@@ -724,8 +733,34 @@ def _instances_output(model: ModuleModel, path: str, fn: Optional[Function], ops
     """Where no assignment in reach says what ``path`` holds (a method's parameter, given by
     callers in the project): the objects that can reach it, when all are instances of one project
     class, return what that class's forward does."""
-    return _instances_forward_output(model.objects.eval(cst.parse_expression(path), fn), model, fn, ops, depth,
-                                     bound, call, element)
+    objects = model.objects.eval(cst.parse_expression(path), fn)
+    built = _built_here(model, objects)
+    if built is not None:
+        # torch modules this module builds (``self.net`` of a helper given the trainer): what
+        # each returns, as where it was built (a Sequential filled by add_module there)
+        return _agreed([_module_output(model, _last_added(model, value, where, scope), ops, depth + 1, scope, bound,
+                                       call, fn, model, element) for value, where, scope in built])
+    return _instances_forward_output(objects, model, fn, ops, depth, bound, call, element)
+
+
+def _built_here(model: ModuleModel, objects) -> Optional[List[Tuple[cst.Call, str, Optional[Function]]]]:
+    """(constructor call, the path it is assigned to, its scope) for each of ``objects``, when
+    every one is a torch module constructed by a plain assignment of this module; else None. (A
+    torch class is no training object: the objects layer keeps it as made by an undescribed call.)"""
+    if not objects or any(o.cls is not None or not isinstance(o.node, cst.Call) for o in objects):
+        return None
+    found = []
+    for obj in objects:
+        qualified = model.imports.qualify(obj.node.func) or ""
+        if qualified.split(".", 1)[0] != "torch" or not qualified.rsplit(".", 1)[-1][:1].isupper():
+            return None  # only a torch class constructed here, not any call's result
+        site = next(((dotted(target), scope) for scope, assigns in
+                     [(None, model.module_assigns)] + [(f, f.assigns) for f in model.all_functions]
+                     for target, value in assigns if _unmoved(value) is obj.node and dotted(target)), None)
+        if site is None:
+            return None
+        found.append((obj.node, site[0], site[1]))
+    return found
 
 
 def _instances_forward_output(objects, model: ModuleModel, fn: Optional[Function], ops, depth: int,
@@ -786,12 +821,13 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
         if isinstance(last, cst.Call):
             return _module_output(model, last, ops, depth + 1, scope, bound, element=element)
         return _called_module_output(model, last, scope, ops, depth + 1, bound, element=element)
-    builder = model.functions.get(dotted(value.func) or "")
-    if builder is not None:
-        # ``model = build_model(...)``: the module the function returns
+    builder = _builder(model, value)
+    if builder is not None and builder.owner is not None:
+        # ``model = build_model(...)``: the module the function returns (read in its own module)
+        owner = builder.owner
         return _agreed([
-            _named_module_output(model, ret.value, builder, ops, depth + 1, bound) if isinstance(ret, cst.Name)
-            else _module_output(model, ret, ops, depth + 1, builder, bound)
+            _named_module_output(owner, ret.value, builder, ops, depth + 1, bound) if isinstance(ret, cst.Name)
+            else _module_output(owner, ret, ops, depth + 1, builder, bound)
             for ret in builder.returns
         ])
     copied = _copied(model, value)
@@ -814,6 +850,18 @@ def _module_output(model: ModuleModel, value: cst.BaseExpression, ops, depth: in
         bound = _bind(bound, init, value, scope, model)
     return _forward_output(model, cls, dotted(value.func) or "", ops, depth, bound, call, caller_scope, caller, element,
                            built[0] if len(built) == 1 else None)
+
+
+def _builder(model: ModuleModel, value: cst.Call) -> Optional[Function]:
+    """The project function a call runs, by its name here: this module's, or one it imports from
+    another module of the project."""
+    name = dotted(value.func)
+    if not name:
+        return None
+    found = model.functions.get(name)
+    if found is None and model.project is not None and names_an_import(model, name):
+        found = model.project.function(model, name)
+    return found
 
 
 def _copied(model: ModuleModel, value: cst.Call) -> Optional[cst.BaseExpression]:
