@@ -57,10 +57,6 @@ _EXTRACT_SCALER_LOOP = (
     'scaler.step() is lexically in the loop; via a helper, two scaler.step() without update() are '
     'reported (TL402)'
 )
-_WRAP_SELF_WRAP = (
-    'engine: wrapping an attribute (`fully_shard(self.model)`, `self.net = DDP(self.net)`) is not '
-    'tracked, so the micro-step backward is not on a DDP/FSDP model (TL203 lost)'
-)
 
 # (fixture relative to fixtures/, transformation) -> the cause. Grouped by cause, largest first.
 _CALLERS_ELSEWHERE = (
@@ -110,9 +106,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     # DECORATOR_ELSEWHERE (2)
     ("TL303/good_save_under_own_main_process_decorator.py", "reexport_through_package"): _DECORATOR_ELSEWHERE,
     ("TL303/good_save_under_own_main_process_decorator.py", "split_helpers_module"): _DECORATOR_ELSEWHERE,
-    # WRAP_SELF_WRAP (2)
-    ("TL203/bad_fully_shard_no_gradient_sync_toggle.py", "wrap_in_class"): _WRAP_SELF_WRAP,
-    ("TL203/bad_no_sync_backward_in_micro_step_branch.py", "wrap_in_class"): _WRAP_SELF_WRAP,
     # EXTRACT_FLAG (1)
     ("TL105/good_zero_grad_when_an_update_starts.py", "extract_loop_body"): _EXTRACT_FLAG,
     # EXTRACT_PARTIAL (1)

@@ -303,14 +303,16 @@ class Extractor:
 
     def _call_event(self, call: cst.Call, frame: Frame) -> Optional[Event]:
         func = call.func
+        # ``ddp_model(x)`` or ``self.net(x)`` where the attribute holds the DDP/FSDP wrapper: a
+        # forward of the wrapped model (whose sync decision the next backward follows).
+        if self._is_wrapped(frame.resolve(func), frame):
+            return self._event(call, kind=EventKind.FORWARD, target=frame.resolve(func), label=_last(dotted(func)) + "(...)")
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             # ``self.optimizers["generator"].step()``: an entry of a dict is judged like an
             # attribute (by its role, else by the name of the dict holding it).
             receiver = frame.resolve_keyed(func.value)
             return self._method_event(call, method, func.value, receiver, frame)
-        if self._is_wrapped(frame.resolve(func), frame):
-            return self._event(call, kind=EventKind.FORWARD, target=frame.resolve(func), label=_last(dotted(func)) + "(...)")
         qualified = self.model.imports.qualify(func) or ""
         name = _last(dotted(func))
         if name in _CLIP_FUNCTIONS or qualified.startswith("torch.nn.utils.clip_grad"):
