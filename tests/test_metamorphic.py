@@ -48,10 +48,6 @@ _EXTRACT_FLAG = (
     'engine: a flag passed into and returned from the per-iteration helper (should_start_update) loses '
     'its correlation with the zero_grad/step it guards: false TL104/TL105'
 )
-_EXTRACT_PARTIAL = (
-    'engine: a functools.partial passed as an argument and called in the helper is not followed (its '
-    'optimizer.step() without zero_grad is lost)'
-)
 _EXTRACT_SCALER_LOOP = (
     'engine: stepping several optimizers through one scaler in a loop is understood only when '
     'scaler.step() is lexically in the loop; via a helper, two scaler.step() without update() are '
@@ -108,8 +104,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL303/good_save_under_own_main_process_decorator.py", "split_helpers_module"): _DECORATOR_ELSEWHERE,
     # EXTRACT_FLAG (1)
     ("TL105/good_zero_grad_when_an_update_starts.py", "extract_loop_body"): _EXTRACT_FLAG,
-    # EXTRACT_PARTIAL (1)
-    ("TL105/bad_partial_update.py", "extract_loop_body"): _EXTRACT_PARTIAL,
     # EXTRACT_SCALER_LOOP (1)
     ("TL105/good_zero_grad_each_optimizer_in_loop.py", "extract_loop_body"): _EXTRACT_SCALER_LOOP,
 }

@@ -90,6 +90,10 @@ class Frame:
     # ``self``), when known: a subclass of the method's own class, whose ``name()`` runs that
     # class's method, an override included.
     receivers: Tuple[Tuple[str, Receiver], ...] = ()
+    # Parameters the caller gave one of its own functions or partials (``loop_body(..., update)``
+    # with ``update = functools.partial(apply_update, optimizer)``): calling the parameter runs it,
+    # with the partial's call that fixed some arguments (see Interpreter._referenced).
+    functions: Tuple[Tuple[str, Function, Optional[cst.Call]], ...] = ()
 
     def resolve(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         # Module methods that return the module itself: ``model.to(device).train()`` is model.

@@ -1241,19 +1241,25 @@ class Interpreter:
         known = dict(frame.receivers).get(func.value.value)
         return known[0].method_of_class(known[1], func.attr.value, here_only=not parse) if known is not None else None
 
-    def _referenced(self, func: cst.BaseExpression, frame: Frame) -> Optional[Tuple[Function, Optional[cst.Call]]]:
+    def _referenced(self, func: cst.BaseExpression, frame: Frame, depth: int = 0) -> Optional[Tuple[Function, Optional[cst.Call]]]:
         """A name or ``self`` attribute that holds a function of this module: ``step_fn = update``,
         ``self.update_fn = self.update`` (a bound method kept for later), or
         ``functools.partial(update, optimizer)``. Returns the function and, for a partial, the
         call that fixed some of its arguments. Only a single assignment counts: a name given
         different functions on different paths is left unknown."""
         if isinstance(func, cst.Name):
+            handed = next(((fn, fixed) for param, fn, fixed in frame.functions if param == func.value), None)
+            if handed is not None:
+                return handed  # a function or partial the caller passed for this parameter
             scope = frame.function
             values = _names_assigned(self.model, scope).get(func.value, []) if scope else []
             if not values and (scope is None or func.value not in scope.params):
                 values = _names_assigned(self.model, None).get(func.value, [])
         elif frame.cls is not None:
-            values = [v for _, v in self.model.assignments_in_class(frame.cls, dotted(func) or "")]
+            assigned = self.model.assignments_in_class(frame.cls, dotted(func) or "")
+            values = [v for _, v in assigned]
+            if len(assigned) == 1 and assigned[0][0].name != "__init__":
+                values = [v for v in values if not (isinstance(v, cst.Name) and v.value in assigned[0][0].params)]
         else:
             return None
         if len(values) != 1:
@@ -1263,11 +1269,36 @@ class Interpreter:
             value, fixed = value.args[0].value, value
         if isinstance(value, cst.Name):
             target = self.model.functions.get(value.value)
+            if target is None and fixed is None and depth < _MAX_ALIASES:
+                # ``step_ = step`` of a partial or function, or ``self.step = step`` of what each
+                # construction of the class passes its ``__init__``
+                return self._referenced(value, frame, depth + 1) if isinstance(func, cst.Name) \
+                    else self._passed_to_init(frame.cls, value.value, depth + 1)
         elif isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name) and value.value.value == "self" and frame.cls:
             target = self.model.methods.get((frame.cls, value.attr.value))
         else:
             target = None
         return (target, fixed) if target is not None else None
+
+    def _passed_to_init(self, cls: Optional[str], param: str, depth: int) -> Optional[Tuple[Function, Optional[cst.Call]]]:
+        """The one function or partial that every construction of ``cls`` in this module passes
+        for its ``__init__``'s parameter ``param``."""
+        init = self.model.methods.get((cls, "__init__")) if cls else None
+        if init is None or param not in init.params:
+            return None
+        found = set()
+        for site in self.model.sites().sites:
+            if dotted(site.call.func) != cls:
+                continue
+            value = dict(parameters_given(site.call, init.params, True)).get(param)
+            referenced = self._referenced(value, Frame(site.function), depth) if isinstance(value, cst.Name) else None
+            if referenced is None:
+                return None
+            found.add((referenced[0], id(referenced[1]), referenced[1]))
+        if len(found) != 1:
+            return None
+        target, _, fixed = found.pop()
+        return target, fixed
 
     def _arguments(self, call: cst.Call, frame: Frame) -> cst.Call:
         """The call as the callee receives it: a partial's fixed arguments come first (its
@@ -1361,9 +1392,11 @@ class Interpreter:
                              unbound=unbound, no_grad=frame.no_grad or runs_without_grad(callee), given=given,
                              instances=instances, caller_heads=self._caller_heads(subst, frame, owner),
                              objects=self._objects_given(callee, call, frame, owner),
-                             receivers=self._receivers(callee, call, frame))
+                             receivers=self._receivers(callee, call, frame),
+                             functions=self._functions_given(callee, call, frame) if owner is self else ())
         key = (id(callee.node), subst, frame.accum, callee_frame.cls, varying, conditions, unbound, callee_frame.no_grad,
-               given, instances, callee_frame.caller_heads, callee_frame.objects, callee_frame.receivers, tuple(states))
+               given, instances, callee_frame.caller_heads, callee_frame.objects, callee_frame.receivers,
+               tuple((param, id(fn.node), id(fixed)) for param, fn, fixed in callee_frame.functions), tuple(states))
         cached = self._memo.get(key)
         if cached is not None:
             return cached
@@ -1377,6 +1410,17 @@ class Interpreter:
         result = self.budget.paths(outcome.normal + outcome.returns)
         self._memo[key] = result
         return result
+
+    def _functions_given(self, callee: Function, call: cst.Call, frame: Frame) -> Tuple[Tuple[str, Function, Optional[cst.Call]], ...]:
+        """The callee's parameters that this call gives a function or partial of this module (by a
+        name the caller's frame resolves to one, see _referenced)."""
+        found = []
+        for param, value in parameters_given(call, callee.params, callee.cls is not None and isinstance(call.func, cst.Attribute)):
+            if isinstance(value, cst.Name):
+                referenced = self._referenced(value, frame)
+                if referenced is not None:
+                    found.append((param, referenced[0], referenced[1]))
+        return tuple(found)
 
     def _caller_heads(self, subst: Tuple[Tuple[str, str], ...], frame: Frame, owner: "Interpreter") -> FrozenSet[str]:
         """Which substituted paths are the checked file's (see Frame.caller_heads): all of them
@@ -1451,6 +1495,9 @@ class Interpreter:
                 prefix = value.value + "."
                 bound.update((param + "." + k[len(prefix):], v) for k, v in frame.subst if k.startswith(prefix))
         return tuple(sorted(bound.items()))
+
+
+_MAX_ALIASES = 3  # names followed from a call back to the function or partial they hold
 
 
 def _same_method(found: Optional[Function], method: Function) -> bool:
