@@ -323,11 +323,8 @@ class ObjectFlow:
         # nested calls are left out: on torch, evaluating all their arguments cost a third more
         for call in (site.call for site in sites.in_function(fn)):
             name = dotted(call.func)
-            target = _local_function(model, name, fn) if name is not None and id(call) in made else None
-            constructed = target is None and name in model.classes
-            if constructed:  # ``Runner(net, criterion)``: its ``__init__`` gets them, after ``self``
-                target = model.methods.get((name, "__init__"))
-            elif target is None and isinstance(call.func, cst.Attribute):
+            target, constructed = _called_here(model, name, fn) if name is not None and id(call) in made else (None, False)
+            if target is None and isinstance(call.func, cst.Attribute):
                 target = self._method_of_instances(call.func, fn)
             if target is None or target is fn:
                 continue
@@ -979,8 +976,7 @@ def _callers_first(model: "ModuleModel") -> List["Function"]:
             name = dotted(call.func)
             if name is None:
                 continue
-            scope = fn if fn is not model.top else None
-            target = _local_function(model, name, scope) if name not in model.classes else model.methods.get((name, "__init__"))
+            target, _ = _called_here(model, name, fn if fn is not model.top else None)
             if target is not None and target is not fn:
                 found.append(target)
         callees[id(fn.node)] = found
@@ -1125,6 +1121,16 @@ def _own_asks(fn: "Function") -> Dict[str, Set[Tuple[str, int]]]:
         if path is not None:
             asked.setdefault(path, set()).add((method, positional))
     return asked
+
+
+def _called_here(model: "ModuleModel", name: str, fn: Optional["Function"]) -> Tuple[Optional["Function"], bool]:
+    """The function of this module a call by ``name`` in ``fn`` runs, and whether it constructs a
+    class (``Runner(net, criterion)`` runs its ``__init__``, which gets the arguments after ``self``)."""
+    local = _local_function(model, name, fn)
+    if local is not None or name not in model.classes:
+        return local, False
+    init = model.methods.get((name, "__init__"))
+    return init, init is not None
 
 
 def _local_function(model: "ModuleModel", name: str, fn: Optional["Function"]) -> Optional["Function"]:
