@@ -63,10 +63,6 @@ _CONSTANT_ARGUMENT = (
     "engine: a parameter every call passes as the same literal is read at call sites of the same module only; "
     "inlined (a local), moved to another module or wrapped in a class, the never-taken DDP branch counts (TL303)"
 )
-_DECORATOR_ELSEWHERE = (
-    "engine: a project decorator that calls the function only under a rank check is read from its body in the "
-    "same module only; imported from another module, the save it wraps is taken as every rank's (TL303)"
-)
 _PARAMETER_FROM_ELSEWHERE = (
     "engine: a parameter's objects are bound from the callers of the same module only; the epoch function moved "
     "to another module receives the trainer object from a caller there, so its method's returned losses are not "
@@ -99,9 +95,6 @@ KNOWN_EXCEPTIONS: Dict[Tuple[str, str], str] = {
     ("TL303/good_distributed_branch_never_taken.py", "inline_helper"): _CONSTANT_ARGUMENT,
     ("TL303/good_distributed_branch_never_taken.py", "reexport_through_package"): _CONSTANT_ARGUMENT,
     ("TL303/good_distributed_branch_never_taken.py", "split_helpers_module"): _CONSTANT_ARGUMENT,
-    # DECORATOR_ELSEWHERE (2)
-    ("TL303/good_save_under_own_main_process_decorator.py", "reexport_through_package"): _DECORATOR_ELSEWHERE,
-    ("TL303/good_save_under_own_main_process_decorator.py", "split_helpers_module"): _DECORATOR_ELSEWHERE,
     # EXTRACT_FLAG (1)
     ("TL105/good_zero_grad_when_an_update_starts.py", "extract_loop_body"): _EXTRACT_FLAG,
     # EXTRACT_SCALER_LOOP (1)

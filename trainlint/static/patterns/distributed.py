@@ -206,8 +206,9 @@ def _guarded(ctx: Context, site, depth: int = 0) -> bool:
 
 def _one_rank_decorator(ctx: Context, decorator: cst.BaseExpression) -> bool:
     """``@rank_zero_only``, ``@accelerator.on_main_process`` (a library's, described as data in
-    trainlint/libraries/), or a decorator of this module whose wrapper calls the function it
-    wraps only under a rank check (``if dist.get_rank() == 0: return fn(*args)``)."""
+    trainlint/libraries/), or a decorator of the project (of this module or imported from
+    another) whose wrapper calls the function it wraps only under a rank check
+    (``if dist.get_rank() == 0: return fn(*args)``)."""
     target = decorator.func if isinstance(decorator, cst.Call) else decorator
     described = library.current()
     if isinstance(target, cst.Attribute):
@@ -218,11 +219,15 @@ def _one_rank_decorator(ctx: Context, decorator: cst.BaseExpression) -> bool:
     if described.runs_on_one_rank(ctx.qualify(target) or None, name.rsplit(".", 1)[-1]):
         return True
     own = ctx.model.functions.get(name)
+    project = ctx.model.project
+    if own is None and project is not None and name.split(".", 1)[0] in ctx.model.imports.names:
+        own = project.function(ctx.model, name)
+    home = ctx if own is None or own.owner in (None, ctx.model) else Context(own.owner, own.owner.sites())
     if own is None or not own.params:
         return False
     wrapped = own.params[0]
-    for node in ctx.model.subtree(own.node):
-        if isinstance(node, cst.If) and _rank_check(ctx, node.test) and any(
+    for node in home.model.subtree(own.node):
+        if isinstance(node, cst.If) and _rank_check(home, node.test) and any(
                 isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == wrapped for n in walk(node.body)):
             return True
     return False
