@@ -229,3 +229,53 @@ def test_a_parameter_its_callers_fill_holds_only_what_they_pass():
     init = next(f for f in model.all_functions if f.name == "__init__")
     assert [o.role.kind for o in model.objects.eval(cst.parse_expression("crit"), step)] == ["loss_fn"]
     assert [o.role.kind for o in model.objects.eval(cst.parse_expression("self.criterion"), init)] == ["loss_fn"]
+
+
+def test_a_parameter_annotated_with_a_project_class_is_an_instance_of_it_where_nothing_reaches(tmp_path):
+    model = _project(tmp_path, {
+        "data.py": '''
+            from torch.utils.data import DataLoader
+            class Source:
+                def __init__(self, ds):
+                    self.ds = ds
+                def loader(self):
+                    return DataLoader(self.ds)
+        ''',
+        "train.py": '''
+            from typing import Optional
+            from data import Source
+            def annotated(source: Optional["Source"]):
+                batches = source.loader()
+            def unannotated(source):
+                batches = source.loader()
+            def passed(ds, source: Source):
+                batches = source.loader()
+            def main(ds, other):
+                passed(ds, other)
+        ''',
+    }, "train.py")
+    flow = model.objects
+    kinds = {fn.name: {o.role.kind for o in flow.eval(cst.parse_expression("batches"), fn) if o.role}
+             for fn in model.all_functions if fn.name != "main"}
+    # a caller's object wins over the annotation, whatever that object is
+    assert kinds == {"annotated": {"loader"}, "unannotated": set(), "passed": set()}
+
+
+def test_what_a_method_called_as_a_statement_stores_is_read_by_a_later_call():
+    model = _model('''
+        from torch.utils.data import DataLoader, DistributedSampler
+        class Data:
+            def __init__(self, ds):
+                self.ds = ds
+                self.loader = None
+            def setup(self):
+                self.loader = DataLoader(self.ds, sampler=DistributedSampler(self.ds))
+            def train_dataloader(self):
+                return self.loader
+        def fit(ds):
+            data = Data(ds)
+            data.setup()
+            batches = data.train_dataloader()
+    ''')
+    loader = model.roles.get("batches")
+    assert loader is not None and loader.kind == "loader" and model.roles.get(loader.sampler).shuffle is True

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import libcst as cst
 
-from .names import ImportMap, Selector, access_path, dotted, selectors
+from .names import ImportMap, Selector, access_path, all_params, dotted, selectors
 from .roles import (
     LOADER,
     OPTIMIZER,
@@ -95,7 +95,7 @@ class Function:
 
     def default(self, param: str) -> Optional[cst.BaseExpression]:
         """The default value of a parameter, when it has one."""
-        for candidate in _all_params(self.node.params):
+        for candidate in all_params(self.node.params):
             if candidate.name.value == param:
                 return candidate.default
         return None
@@ -193,7 +193,7 @@ class ModuleModel:
                     self._collect(child, cls, func)
 
     def _collect_function(self, node: cst.FunctionDef, cls: Optional[str], parent: Optional[Function]) -> None:
-        params = [p.name.value for p in _all_params(node.params)]
+        params = [p.name.value for p in all_params(node.params)]
         fn = Function(node, node.name.value, cls if parent is None else None, parent, params, owner=self)
         self.all_functions.append(fn)
         if parent is not None:
@@ -202,7 +202,7 @@ class ModuleModel:
             self.methods.setdefault((cls, fn.name), fn)
         else:
             self.functions.setdefault(fn.name, fn)
-        for param in _all_params(node.params):
+        for param in all_params(node.params):
             if param.annotation is not None:
                 self.roles_pending_annotations.append((fn, param.name.value, param.annotation.annotation))
         self._collect(fn.body, cls=None, func=fn)
@@ -587,14 +587,6 @@ def _trained_by_all(owners: List[Tuple[str, ...]]) -> Tuple[str, ...]:
 def _is_property(node: cst.FunctionDef) -> bool:
     """``@property`` / ``@functools.cached_property`` (the getter, not ``@x.setter``)."""
     return any((dotted(d.decorator) or "").rsplit(".", 1)[-1] in ("property", "cached_property") for d in node.decorators)
-
-
-def _all_params(params: cst.Parameters) -> List[cst.Param]:
-    result = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            result.append(star)
-    return result
 
 
 def _child_blocks(stmt: cst.CSTNode) -> Iterator[Body]:

@@ -7,7 +7,7 @@ names and attributes (``self.optimizer``), so one pass over the imports is enoug
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -140,3 +140,12 @@ class ImportMap:
         if full is None:
             return None
         return f"{full}.{rest}" if rest else full
+
+
+def all_params(params: cst.Parameters) -> List[cst.Param]:
+    """Every parameter of a ``def``, ``*args`` and ``**kwargs`` included, in order."""
+    result = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            result.append(star)
+    return result

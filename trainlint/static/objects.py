@@ -28,8 +28,8 @@ from ..events import ANY_ENTRY
 from . import library
 from .calls import arg, parameters_given
 from .local_values import LocalValues
-from .names import access_path, dotted, plain_key
-from .project import following, imported_definition, names_an_import, project_of
+from .names import access_path, all_params, dotted, plain_key
+from .project import following, imported_definition, names_an_import, project_of, text_matches
 from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role, classify_constructor
 from .values import UNKNOWN
 
@@ -58,6 +58,8 @@ _WRITTEN: Dict[tuple, int] = {}  # (id(flow), "scope" or "class", key) -> when i
 _VOLATILE = ("volatile",)  # a read whose answer may change with no write (an import cycle being read)
 _READS: Optional[Set[object]] = None  # what the scope being evaluated reads: keys and objects
 _CONTAINERS = frozenset({cst.Tuple, cst.List, cst.Dict, cst.DictComp, cst.ListComp})  # see _container
+# Text of a training step (see _run_method_statements).
+_TRAINS = re.compile(r"\.backward\(|\.step\(")
 # Text that can make a training object: a project module without it is never parsed for this.
 _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
                          r"Loss\(|DistributedDataParallel|fully_shard|FullyShardedDataParallel|\.prepare\(|"
@@ -147,7 +149,7 @@ class Obj:
     """One allocation site. Identity is the object; ``fields`` grow as the flow finds stores."""
 
     __slots__ = ("role", "cls", "_module", "name", "origin", "fields", "node", "given_parameters", "unknown",
-                 "changed_at", "home", "__weakref__")
+                 "changed_at", "home", "declared", "__weakref__")
 
     def __init__(self, home: Home, role: Optional[Role], name: str, cls: Optional[str] = None,
                  module: Optional["ModuleModel"] = None, origin: Optional[str] = None,
@@ -171,6 +173,9 @@ class Obj:
         # anything, a training object included; what is asked of it may tell
         self.unknown = False
         self.changed_at = 0  # the clock's time of the last change of its fields (see ObjectFlow._rounds)
+        # a parameter annotated with a class name, and its module: what it is an instance of where
+        # nothing else tells, read when a method is called on it (see ObjectFlow._declared_class)
+        self.declared: Optional[Tuple[str, "weakref.ref[ModuleModel]"]] = None
 
     def class_module(self) -> Optional["ModuleModel"]:
         if self._module is None:
@@ -222,10 +227,12 @@ class ObjectFlow:
         self.scopes: Dict[Optional[int], Dict[str, Set[Obj]]] = {}
         self._scope_of: Dict[int, "Function"] = {}
         self._class_paths: Dict[Tuple[str, str], Set[Obj]] = {}  # (class, "self.x") -> objects
+        self._wrapping: Set[Tuple[Optional[int], str]] = set()  # (scope, variable) bound to ``tqdm(x)``
         self._summaries: Dict[tuple, Objects] = {}
         self._locals: Dict[tuple, Dict[str, Objects]] = {}  # see locals_given
         self._outside: Dict[tuple, Obj] = {}  # (scope, path) -> the object that came in there
         self._active: Set[tuple] = set()
+        self._context: Optional[int] = None  # the call whose callee is being read (see _call)
         self._changed = False
         self._read: Dict[object, "ModuleModel"] = {}  # project modules read for their objects, by path
         self._answered: List[Tuple[str, Obj, Optional["Function"]]] = []  # see _answer_protocols
@@ -299,6 +306,9 @@ class ObjectFlow:
                 try:
                     for target, value in assigns:
                         self._bind(target, self.eval(value, fn), fn)
+                        if _passes_through(value) and type(target) is cst.Name:
+                            self._wrapping.add((key, target.value))
+                    self._run_method_statements(fn, None)
                     if fn is not None:
                         for loop_target, sources in fn.owner.memo(f"loop targets {id(fn.node)}", lambda f=fn: list(_loop_targets(f))):
                             self._bind(loop_target, self._iterated(sources, fn), fn)
@@ -364,15 +374,24 @@ class ObjectFlow:
 
     def paths(self) -> Iterable[Tuple[str, Objects, Optional["Function"]]]:
         """Every access path with the objects it holds (module level first, then each function,
-        then each class's ``self`` attributes), expanded one level into the fields of the objects
-        (``trainer.train_data`` for an instance, ``loader.sampler``)."""
+        then each class's ``self`` attributes, and last a variable holding a progress bar over
+        what another one holds: ``bar = tqdm(self.train_loader)``), expanded one level into the
+        fields of the objects (``trainer.train_data`` for an instance, ``loader.sampler``). The
+        role table names an object by the first path it meets it at: never ``bar.sampler``."""
+        wrappers = []
         for key, table in self.scopes.items():
             fn = self._scope_of.get(key) if key is not None else None
             for path, objects in table.items():
+                if (key, path) in self._wrapping:
+                    wrappers.append((path, objects, fn))
+                    continue
                 yield path, frozenset(objects), fn
                 yield from _field_paths(path, objects)
         for (_, path), objects in self._class_paths.items():
             yield path, frozenset(objects), None
+            yield from _field_paths(path, objects)
+        for path, objects, fn in wrappers:
+            yield path, frozenset(objects), fn
             yield from _field_paths(path, objects)
         # last: a path where a constructed object also arrives keeps that object's facts
         for path, obj, fn in self._answered:
@@ -608,7 +627,26 @@ class ObjectFlow:
         obj = self._outside.get(key)
         if obj is None:
             obj = self._outside[key] = Obj(self.home, None, path, origin=path)
+            written = _annotated_name(fn, path) if path == head else None
+            if written is not None:
+                obj.declared = (written, weakref.ref(self.model))
         return obj
+
+    def _declared_class(self, obj: Obj) -> None:
+        """A parameter nothing here passes, annotated with a class of the project (``source:
+        DataSource``), is taken for an instance of that class once a method is called on it: the
+        method is the class's. An annotation is read only where no object reaches the parameter,
+        and only for a class whose module can make training objects (an instance of any other adds
+        nothing to what came in: on torch, most parameters are annotated with such classes)."""
+        written, model_ref = obj.declared
+        obj.declared = None
+        model = model_ref()
+        if model is None:
+            return
+        found = (model, written) if written in model.classes else self.flow_for(model)._project_definition(written)
+        if found is not None and found[1] in found[0].classes and _makes_training_objects(found[0]):
+            obj.cls, obj._module = found[1], (weakref.ref(found[0]), found[0].path)
+            changed(obj)
 
     def _free_at_module_level(self, path: str, head: str) -> Optional[Obj]:
         """A name the module uses but never binds (a notebook cell's or a snippet's ``optimizer``
@@ -653,8 +691,8 @@ class ObjectFlow:
         return frozenset({obj})
 
     def _allocate(self, node: cst.CSTNode, role: Optional[Role], name: str, cls: Optional[str] = None,
-                  index: int = 0, module: Optional["ModuleModel"] = None) -> Obj:
-        key = (id(node), index)
+                  index: int = 0, module: Optional["ModuleModel"] = None, context: Optional[int] = None) -> Obj:
+        key = (id(node), index) if context is None else (id(node), index, context)
         obj = self._allocated.get(key)
         if obj is None:
             obj = self._allocated[key] = Obj(self.home, role, name, cls, module, node=node)
@@ -669,8 +707,7 @@ class ObjectFlow:
         if role is not None:
             return frozenset({self._constructed(call, role, fn, bound, depth)})
         name = dotted(func) or ""
-        last = name.rsplit(".", 1)[-1]
-        if last in _PASS_THROUGH and positional:
+        if _passes_through(call):
             return frozenset(o for o in self.eval(positional[0], fn, bound, depth) if o.role and o.role.kind == LOADER)
         if depth >= _MAX_DEPTH:
             return NONE
@@ -680,12 +717,16 @@ class ObjectFlow:
             if target is _NO_INIT:
                 return instances
             args = self._arguments(call, target, fn, bound, depth, instances)
-            summary = self.flow_for(target.owner).summary(target, args, depth + 1)
+            summary = self.flow_for(target.owner).summary(target, args, depth + 1, id(call))
             return instances if target.name == "__init__" and instances is not None else summary
         returned = self._library_returns(call, fn, bound, depth)
         if returned is not None:
             return self._handed_back(call, returned, positional, fn, bound, depth)
-        made = self._allocate(call, None, name or "call")
+        # what a call nothing describes returns inside a function is one object per call of that
+        # function: a config factory's ``instantiate(cfg.optimizer)`` and ``instantiate(cfg.checkpointer)``
+        # return two objects, not the factory's one (the call, not its input: inputs grow round by
+        # round, and an object made anew for each would split what the program holds as one)
+        made = self._allocate(call, None, name or "call", context=self._context)
         given = any(_parameters_of_a_module(a.value) for a in call.args)
         if not made.unknown:  # just made
             made.unknown = True
@@ -769,6 +810,8 @@ class ObjectFlow:
         func = call.func
         if isinstance(func, cst.Attribute):
             for holder in self.eval(func.value, fn, bound, depth):
+                if holder.declared is not None:
+                    self._declared_class(holder)
                 owner = holder.class_module() if holder.cls is not None else None
                 if owner is not None:
                     method = owner.method_of_class(holder.cls, func.attr.value)
@@ -818,16 +861,21 @@ class ObjectFlow:
             given[param] = self.eval(value, fn, bound, depth)
         return tuple(sorted((k, v) for k, v in given.items() if v))
 
-    def summary(self, target: "Function", args: Tuple[Tuple[str, Objects], ...], depth: int) -> Objects:
+    def summary(self, target: "Function", args: Tuple[Tuple[str, Objects], ...], depth: int,
+                site: Optional[int] = None) -> Objects:
         """What ``target`` returns given these argument objects: computed once per distinct input,
-        its stores (``self.x = param``) applied to the objects it was given."""
-        key = (id(target.node), args)
+        its stores (``self.x = param``) applied to the objects it was given. ``site``: the call
+        being read (see _call)."""
+        # the instance a method runs on may have grown since (``data.setup()`` stored the loader
+        # that ``data.train_dataloader()`` returns): a summary is of its arguments as they are now
+        key = (id(target.node), args, max((o.changed_at for _, objects in args for o in objects), default=0))
         known = self._summaries.get(key)
         if known is not None:
             return known
         if key in self._active:
             return NONE  # recursion: what the outer call returns is what it finds without it
         self._active.add(key)
+        outer, self._context = self._context, site
         try:
             bound: Dict[str, Objects] = dict(args)
             for target_node, value in target.assigns:
@@ -836,11 +884,31 @@ class ObjectFlow:
                 if isinstance(target_node, cst.Attribute):
                     for holder in self.eval(target_node.value, target, bound, depth):
                         holder.store(target_node.attr.value, objects)
+            self._run_method_statements(target, bound, depth)
             result = frozenset(o for ret in target.returns for o in self.eval(ret, target, bound, depth))
         finally:
             self._active.discard(key)
+            self._context = outer
         self._summaries[key] = result
         return result
+
+    def _run_method_statements(self, fn: Optional["Function"], bound, depth: int = 0) -> None:
+        """A method called as a statement on an instance of a project class (``self.build()``,
+        ``data.setup(rank)``) runs: what it stores on the instance is there for what is read of it
+        later (``return self.train_loader``, ``data.train_dataloader()``). Only in a module whose
+        text trains or makes training objects: in any other, nothing asks what the instance holds
+        (on torch, evaluating every receiver of such calls cost a tenth more)."""
+        model = fn.owner if fn is not None else self.model
+        if not model.memo("trains or makes training objects", lambda: bool(_CONSTRUCTS.search(model.source) or _TRAINS.search(model.source))):
+            return
+        for call in _statement_method_calls(model, fn):
+            receivers = self.eval(call.func.value, fn, bound, depth)
+            for obj in receivers:
+                if obj.declared is not None:
+                    self._declared_class(obj)
+            # (a class whose module makes no training object stores none but what it is given)
+            if any(o.cls is not None and _makes_training_objects(o.class_module()) for o in receivers):
+                self.eval(call, fn, bound, depth)
 
     def locals_given(self, fn: "Function", args: Tuple[Tuple[str, Objects], ...]) -> Dict[str, Objects]:
         """``fn``'s parameters and locals when a call gives its parameters these objects: its
@@ -866,7 +934,7 @@ class ObjectFlow:
         ``for callback in callbacks``."""
         found: Set[Obj] = set()
         for source in sources:
-            while isinstance(source, cst.Call) and source.args and (dotted(source.func) or "").rsplit(".", 1)[-1] in _PASS_THROUGH:
+            while _passes_through(source):
                 source = source.args[0].value  # ``tqdm(callbacks)`` visits what ``callbacks`` holds
             if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in ("values", "items"):
                 entries = [o for holder in self.eval(source.func.value, fn, bound) for o in _all_entries(holder)]
@@ -1103,6 +1171,66 @@ def _defines(instance: Obj, method: str) -> bool:
     unreadable class module may define anything."""
     owner = instance.class_module()
     return owner is None or owner.method_of_class(instance.cls, method) is not None
+
+
+def _annotated_name(fn: "Function", name: str) -> Optional[str]:
+    """The class that parameter ``name`` of ``fn`` is annotated with, as written, if any."""
+    annotation = next((p.annotation.annotation for p in all_params(fn.node.params)
+                       if p.name.value == name and p.annotation is not None), None)
+    written = _declared_name(annotation) if annotation is not None else None
+    return written if written is not None and written not in _BUILTINS else None
+
+
+def _declared_name(annotation: cst.BaseExpression) -> Optional[str]:
+    """The class an annotation names: ``X``, ``pkg.X``, ``"X"``, and the ``X`` of ``Optional[X]``
+    and ``X | None``."""
+    if isinstance(annotation, cst.SimpleString):
+        text = annotation.evaluated_value
+        return text if isinstance(text, str) and re.fullmatch(r"[A-Za-z_][\w.]*", text) else None
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = [s for s in (annotation.left, annotation.right) if not (isinstance(s, cst.Name) and s.value == "None")]
+        return _declared_name(sides[0]) if len(sides) == 1 else None
+    if isinstance(annotation, cst.Subscript) and (dotted(annotation.value) or "").rsplit(".", 1)[-1] == "Optional" \
+            and len(annotation.slice) == 1 and isinstance(annotation.slice[0].slice, cst.Index):
+        return _declared_name(annotation.slice[0].slice.value)
+    return dotted(annotation)
+
+
+def _makes_training_objects(module: Optional["ModuleModel"]) -> bool:
+    """Can the code of ``module`` make a training object (see _CONSTRUCTS)? An unreadable one may."""
+    if module is None:
+        return True
+    if module.path is not None:
+        return text_matches(module.path, _CONSTRUCTS)  # kept by path: a module may be parsed again
+    return module.memo("makes training objects", lambda: bool(_CONSTRUCTS.search(module.source)))
+
+
+def _passes_through(expr: cst.BaseExpression) -> bool:
+    """``tqdm(loader)``, ``iter(loader)``: iterating it is a pass over its first argument."""
+    if type(expr) is not cst.Call:
+        return False
+    func = expr.func
+    last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else None
+    return last in _PASS_THROUGH and any(a.keyword is None and not a.star for a in expr.args)
+
+
+def _statement_method_calls(model: "ModuleModel", fn: Optional["Function"]) -> List[cst.Call]:
+    """The method calls a scope makes as statements on a variable or an attribute path
+    (``self.build()``, ``data.setup(rank)``, ``self.data.setup(rank)``): read for what they store
+    on the instance they are called on."""
+    def compute() -> List[cst.Call]:
+        calls, assigns = (fn.calls, fn.assigns) if fn is not None else (model.top.calls, model.module_assigns)
+        assigned = {id(value) for _, value in assigns}
+        imported = model.imports.names
+        found = []
+        for call in calls:
+            if id(call) in assigned or not isinstance(call.func, cst.Attribute):
+                continue
+            head = (dotted(call.func.value) or "").split(".", 1)[0]
+            if head and head not in imported and head not in _BUILTINS:  # not ``os.makedirs(...)``
+                found.append(call)
+        return found
+    return model.memo(f"statement method calls {id(fn.node) if fn is not None else None}", compute)
 
 
 def _method_class(fn: "Function") -> Optional[str]:

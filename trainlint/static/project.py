@@ -241,7 +241,7 @@ class Project:
         """Does the module defining what ``name`` refers to (through re-exports) have ``text``? A
         cheap, cached test from its text, before it is parsed."""
         path = self._path_of(model, name)
-        return path is not None and _text_matches(path, text)
+        return path is not None and text_matches(path, text)
 
     def may_mention(self, model: ModuleModel, name: str, word: str) -> bool:
         """Does the module defining the project function ``name`` refers to contain ``word``? A
@@ -469,7 +469,7 @@ def imported_definition(model: ModuleModel, name: str, text: "re.Pattern[str]",
         module_name, defined = imported
         path = project._find(module_name, importer)
         if path is None or path in _FOLLOWING or not (
-                _text_matches(path, text) or _may_reexport(path, defined) or (classes and _defines_class(path, defined))
+                text_matches(path, text) or _may_reexport(path, defined) or (classes and _defines_class(path, defined))
                 or _builds_elsewhere(path, defined)):
             return None
         other = known.get(path)
@@ -515,7 +515,7 @@ _TEXT_OF: Dict[Tuple[Path, str], bool] = {}
 
 def _defines_class(path: Path, name: str) -> bool:
     """Does the module's text define a class ``name``? Its instances carry what ``__init__`` stores."""
-    return _text_matches(path, re.compile(rf"^class[ \t]+{re.escape(name)}\b", re.MULTILINE))
+    return text_matches(path, re.compile(rf"^class[ \t]+{re.escape(name)}\b", re.MULTILINE))
 
 
 def _may_reexport(path: Path, name: str) -> bool:
@@ -575,7 +575,8 @@ _CLASS_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)", re.MULTILINE)
 _NAME_IN_TEXT = re.compile(r"(?<![\w.])\w+")
 
 
-def _text_matches(path: Path, text: "re.Pattern[str]") -> bool:
+def text_matches(path: Path, text: "re.Pattern[str]") -> bool:
+    """Does the text of the file at ``path`` match ``text``? Read once per path and pattern."""
     key = (path, text.pattern)
     known = _TEXT_OF.get(key)
     if known is None:
@@ -764,7 +765,7 @@ def _search_path_modules(directory: Path) -> List[Path]:
         except OSError:
             candidates = []
         known = _SEARCH_PATH_MODULES[directory] = [p.resolve() for p in candidates
-                                                   if _text_matches(p, _SEARCH_PATH_TEXT)]
+                                                   if text_matches(p, _SEARCH_PATH_TEXT)]
     return known
 
 
