@@ -31,6 +31,7 @@ from .walk import children
 
 if TYPE_CHECKING:  # pragma: no cover
     from .extract import Extractor, Frame
+    from .objects import Objects
 
 # Roles whose objects an unknown call could use to backpropagate, step, clip or zero gradients.
 _GRAD_ROLES = frozenset({OPTIMIZER, SCALER, ENGINE, ACCELERATOR, PIPELINE, SCHEDULER, WRAPPED, FABRIC, LOSS_SCALER})
@@ -85,11 +86,13 @@ class Evidence:
 
     def __init__(self, model: ModuleModel, extractor: "Extractor",
                  local_callee: Callable[[cst.Call, "Frame"], Optional[Function]],
-                 foreign_summary: Callable[[Function], FrozenSet[EventKind]]) -> None:
+                 foreign_summary: Callable[[Function], FrozenSet[EventKind]],
+                 objects: Callable[[cst.BaseExpression, "Frame"], "Objects"]) -> None:
         self.model = model
         self.extractor = extractor
         self.local_callee = local_callee
         self.foreign_summary = foreign_summary  # summaries of functions of other project modules
+        self.objects = objects  # which objects an expression can be where a frame runs
         self._summaries: Dict[int, FrozenSet[EventKind]] = {}
         self._by_hand: Dict[int, bool] = {}  # see updates_by_hand
         self._loops: Dict[Tuple[int, Optional[str]], FrozenSet[EventKind]] = {}
@@ -99,6 +102,7 @@ class Evidence:
             for node in ([e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target])
             if isinstance(node, cst.Attribute)
         )
+        self._holds_loaders = any(role.kind == LOADER for role in model.roles.roles.values())
         self._self_holds_roles = any(path.startswith("self.") and role.kind in _GRAD_ROLES | _DATA_ROLES
                                      for path, role in model.roles.roles.items())
 
@@ -111,7 +115,7 @@ class Evidence:
             return None
         func = call.func
         received = [arg.value for arg in call.args]
-        if isinstance(func, cst.Attribute) and dotted(func) not in self._attributes:
+        if isinstance(func, cst.Attribute) and dotted(func) not in self._attributes and not self._built_loaders(func.value, frame):
             received.append(func.value)  # a method of the receiver (``self.attribute(x)`` calls the object stored there)
         reach: Set[str] = set()
         families: Set[str] = set()
@@ -124,6 +128,17 @@ class Evidence:
             return None
         return self.extractor._event(call, kind=EventKind.OPAQUE, label=self.extractor.callee_label(call),
                                      families=frozenset(families), reach=tuple(sorted(reach)))
+
+    def _built_loaders(self, receiver: cst.BaseExpression, frame: "Frame") -> bool:
+        """Is ``receiver`` only loaders built here by a library's constructor (or a progress bar
+        over one, which iterates it: ``pbar = tqdm(loader)``)? Their one method that reaches the
+        sampler's epoch is ``set_epoch``, an event of its own: ``pbar.set_postfix(loss=...)``
+        changes nothing of the loader."""
+        if not self._holds_loaders:
+            return False
+        found = self.objects(receiver, frame)
+        return bool(found) and all(o.role is not None and o.role.kind == LOADER and o.node is not None and o.cls is None
+                                   and o.origin is None and not o.unknown for o in found)
 
     def is_pure(self, call: cst.Call) -> bool:
         """Known not to produce training events: builtins, torch/numpy/logging functions, the

@@ -176,7 +176,7 @@ class Interpreter:
         aliases = {name for name, full in model.imports.names.items() if full.rsplit(".", 1)[-1] in _EVENT_NAMES}
         # Methods the library descriptions give effects (DeepSpeed's ``engine.backward``).
         self._event_names = _EVENT_NAMES | wrapped | callable_objects | aliases | {name for _, name in described.methods}
-        self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary)
+        self.evidence = Evidence(model, extractor, self._local_callee, self._foreign_summary, self.objects)
         # Facts of the module alone, whoever calls it: computed once per module, not per checked file.
         self._partial_clears = model.memo("partial_clears", lambda: _partial_clears(model))
         self._flags, self._copied = model.memo("literal_flags", lambda: _literal_flags(model))
