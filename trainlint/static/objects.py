@@ -29,7 +29,7 @@ from . import library
 from .calls import arg, parameters_given
 from .local_values import LocalValues
 from .names import access_path, all_params, dotted, plain_key
-from .project import following, imported_definition, names_an_import, project_of, text_matches
+from .project import following, imported_definition, module_has_event_text, names_an_import, project_of, text_matches
 from .roles import LOADER, OPTIMIZER, SAMPLER, SCALER, SCHEDULER, Role, classify_constructor
 from .values import UNKNOWN
 
@@ -58,8 +58,6 @@ _WRITTEN: Dict[tuple, int] = {}  # (id(flow), "scope" or "class", key) -> when i
 _VOLATILE = ("volatile",)  # a read whose answer may change with no write (an import cycle being read)
 _READS: Optional[Set[object]] = None  # what the scope being evaluated reads: keys and objects
 _CONTAINERS = frozenset({cst.Tuple, cst.List, cst.Dict, cst.DictComp, cst.ListComp})  # see _container
-# Text of a training step (see _run_method_statements).
-_TRAINS = re.compile(r"\.backward\(|\.step\(")
 # Text that can make a training object: a project module without it is never parsed for this.
 _CONSTRUCTS = re.compile(r"DataLoader|Sampler\b|Sampler\(|torch\.optim|\boptim\.\w|Optimizer\b|lr_scheduler|GradScaler|"
                          r"Loss\(|DistributedDataParallel|fully_shard|FullyShardedDataParallel|\.prepare\(|"
@@ -899,7 +897,7 @@ class ObjectFlow:
         text trains or makes training objects: in any other, nothing asks what the instance holds
         (on torch, evaluating every receiver of such calls cost a tenth more)."""
         model = fn.owner if fn is not None else self.model
-        if not model.memo("trains or makes training objects", lambda: bool(_CONSTRUCTS.search(model.source) or _TRAINS.search(model.source))):
+        if not (_makes_training_objects(model) or module_has_event_text(model)):
             return
         for call in _statement_method_calls(model, fn):
             receivers = self.eval(call.func.value, fn, bound, depth)

@@ -633,6 +633,11 @@ def _has_event_text(path: Path) -> bool:
     return known
 
 
+def module_has_event_text(model: ModuleModel) -> bool:
+    """Could a function of ``model`` produce a training event, by its text (see _EVENT_LITERALS)?"""
+    return _has_event_text(model.path) if model.path is not None else _event_text(model.source)
+
+
 def _definition_may_train(path: Path, name: str) -> bool:
     """Could the top-level function or class ``name`` of the module at ``path`` produce a training
     event? Read from the text of its definition and of the module's other definitions it calls,
