@@ -71,3 +71,10 @@ def test_rules_index_is_up_to_date():
     assert index.read_text(encoding="utf-8") == render_index(list(CATALOG.values())), (
         "rules/README.md is stale: run `trainlint rules --format markdown > rules/README.md`"
     )
+
+
+def test_the_rules_said_to_read_project_modules_are_those_whose_patterns_do():
+    from trainlint.catalog import READS_PROJECT_MODULES
+    from trainlint.static.patterns import through_project_registry
+
+    assert READS_PROJECT_MODULES == frozenset(through_project_registry())

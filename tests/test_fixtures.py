@@ -28,6 +28,17 @@ def test_fixture(path):
     assert not missed and not extra, f"missed {missed}, unexpected {extra}"
 
 
+@pytest.mark.parametrize("path", fixture_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_a_rule_selected_alone_finds_what_it_finds_among_all(path):
+    """``--select TL105``: a rule's findings do not depend on which other rules run (the rules
+    the fixture expects, and its directory's rule, which a good fixture must not find)."""
+    source = path.read_text(encoding="utf-8")
+    expected = {entry for entry in expected_entries(source) if entry[1] not in RUNTIME_ONLY}
+    for rule in sorted({rule for _, rule, _ in expected} | ({path.parent.name} & CATALOG.keys() - RUNTIME_ONLY)):
+        actual = {(r.span[0], r.rule, r.advice) for r in analyze_results(source, frozenset({rule}))}
+        assert actual == {entry for entry in expected if entry[1] == rule}, rule
+
+
 def test_every_rule_has_bad_and_good_fixtures():
     for rule_id in CATALOG:
         files = [p for p in fixture_files() if p.parent.name == rule_id]

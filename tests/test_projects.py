@@ -41,6 +41,16 @@ def test_project_findings_match_expectations(project):
     assert _actual(project, [project]) == _expected(project)
 
 
+@pytest.mark.parametrize("project", [p for p in PROJECT_DIRS if _expected(p)], ids=lambda p: p.name)
+def test_a_rule_selected_alone_finds_what_it_finds_among_all(project):
+    """``--select TL802``: the rule's findings do not depend on which other rules run (a rule whose
+    trigger text is in an imported module, the project's focal loss, is read for as well)."""
+    for rule in sorted({rule for _, _, rule in _expected(project)}):
+        report = check_paths([str(project)], Settings(rules=frozenset({rule}), config=find_config(project), cache=False))
+        found = {(Path(f.path).resolve().relative_to(project.resolve()).as_posix(), f.line, f.rule) for f in report.findings}
+        assert found == {e for e in _expected(project) if e[2] == rule}, rule
+
+
 @pytest.mark.parametrize("project", PROJECT_DIRS, ids=lambda p: p.name)
 def test_a_check_keeps_the_modules_it_reads_while_it_runs(project, monkeypatch):
     """With room for a single kept model, every module a check reads is evicted at once and,

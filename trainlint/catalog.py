@@ -11,7 +11,7 @@ import re
 import sys
 from dataclasses import dataclass
 from importlib import resources
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Optional, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -142,6 +142,27 @@ def _may_fire(rule: Rule, source: str) -> bool:
         if not (any(_has(t, source) for t in rule.triggers) or any(_found(p, source) for p in rule.trigger_patterns)):
             return False
     return all(any(_has(text, source) for text in group) for group in rule.requires)
+
+
+# Rules whose static check also reads the project modules a file imports (a focal loss of the
+# project built on binary_cross_entropy_with_logits, a training function applying cross-entropy):
+# their trigger text may be in those modules, not in the file (static.patterns'
+# through_project_registry; tests/test_catalog.py checks that the two name the same rules).
+READS_PROJECT_MODULES = frozenset({"TL503", "TL801", "TL802"})
+
+
+def trigger_expression(rules: AbstractSet[str]) -> "re.Pattern[str]":
+    """One expression for the trigger texts of these rules (none: matches nothing)."""
+    return _trigger_expression(frozenset(rules))
+
+
+@functools.lru_cache(maxsize=None)
+def _trigger_expression(rules: FrozenSet[str]) -> "re.Pattern[str]":
+    catalog = load_catalog()
+    chosen = [catalog[rule] for rule in sorted(rules) if rule in catalog]
+    parts = [re.escape(text) for rule in chosen for text in rule.triggers]
+    parts += [pattern.pattern for rule in chosen for pattern in rule.trigger_patterns]
+    return re.compile("|".join(parts) if parts else r"(?!)")
 
 
 def _has(text: str, source: str) -> bool:

@@ -46,7 +46,10 @@ def _may_fire(source: str, rules: FrozenSet[str], project: Optional[Project]) ->
     catalog = load_catalog()
     if any(rule_id not in catalog or may_fire(catalog[rule_id], source) for rule_id in rules):
         return True
-    return library.current().mentioned(source) or (project is not None and project.imports_training_text(source))
+    if library.current().mentioned(source):
+        return True
+    return project is not None and (project.imports_training_text(source) or project.read_for(source, rules))
+
 
 
 def _analysis_errors() -> tuple:

@@ -266,6 +266,10 @@ def _analyze_results(
 ) -> List[Result]:
     known = rules & (FLOW_RULES | PATTERN_RULES.keys())
     follows_project = project is not None and bool(known & FLOW_RULES) and project.imports_training_text(source)
+    if known and not (could_fire(source, known) or follows_project) and project is not None:
+        # a rule's part that reads other modules (a loss defined in the project) has its trigger
+        # text there: ``--select TL802`` must find what the default run finds
+        follows_project = project.read_for(source, known)
     if not known or not (could_fire(source, known) or follows_project):
         check_syntax(source)
         return []

@@ -17,8 +17,10 @@ import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
+from ..catalog import READS_PROJECT_MODULES, load_catalog, may_fire, trigger_expression
+from ..checker import CHECKED_RULES
 from . import library
 
 if TYPE_CHECKING:  # libcst and the models load in _load: a run whose files all fail the pre-filter never needs them
@@ -186,6 +188,9 @@ class Project:
         # importer -> name -> function: weak keys, as a module no longer kept may be freed (and a
         # new one take its address) while this project, kept with its checked module, lives on.
         self._functions: "weakref.WeakKeyDictionary[ModuleModel, Dict[str, Optional[Function]]]" = weakref.WeakKeyDictionary()
+        # the last text asked imports_training_text, and the answer: the engine's pre-filter and
+        # then the analyzer's ask it of the same file
+        self._trains_for: Tuple[Optional[str], bool] = (None, False)
 
     def function(self, model: ModuleModel, name: str) -> Optional[Function]:
         """The project function an imported name refers to in ``model`` (``from engine import
@@ -333,6 +338,11 @@ class Project:
         module counts when the file calls it (``train_one_epoch(``, ``engine.train_one_epoch(``)
         and its definition may train (``_definition_may_train``); a module imported whole, when
         the file calls one of its functions that may."""
+        if self._trains_for[0] is not source:
+            self._trains_for = (source, self._imports_training_text(source))
+        return self._trains_for[1]
+
+    def _imports_training_text(self, source: str) -> bool:
         calls = _CallsInText(source)
         for found in _IMPORT_LINE.finditer(source):
             module = found.group("module") or found.group("plain")
@@ -366,6 +376,44 @@ class Project:
                 # ``from pkg import engine``: a module imported by name
                 submodule = f"{module}.{name}" if not module.endswith(".") else module + name
                 if self._calls_into(calls, self._find(submodule, None), alias):
+                    return True
+        return False
+
+    def read_for(self, source: str, rules: AbstractSet[str]) -> bool:
+        """Is the file read for a selected rule whose check also reads the project modules it
+        imports (the ordering rules, whose objects may be built there, and the patterns of
+        catalog.READS_PROJECT_MODULES)? Such a rule may fire in training code whose own text lacks
+        its trigger (``--select TL802`` on a script calling the project's focal loss, ``--select
+        TL301`` on a loop over loaders another module builds): when the file could hold a finding
+        of any rule on by default and imports a module with the trigger. (Those rules' triggers
+        together already cover such files: a default run reads no more files for it.)"""
+        reading = rules & (READS_PROJECT_MODULES | CHECKED_RULES)
+        if not reading:
+            return False
+        trains = any(may_fire(rule, source) for rule in load_catalog().values() if rule.static and rule.tier != "advice")
+        return (trains or self.imports_training_text(source)) and self.imports_text_matching(source, trigger_expression(reading))
+
+    def imports_text_matching(self, source: str, text: "re.Pattern[str]") -> bool:
+        """Does the checked file import a project module (or a module of a package it imports
+        names from) whose text matches ``text``? Read from the text, before parsing."""
+        for found in _IMPORT_LINE.finditer(source):
+            module = found.group("module") or found.group("plain")
+            if module.lstrip(".").split(".", 1)[0] in _NEVER_PROJECT:
+                continue
+            path = self._find(module, None)
+            if path is not None and text_matches(path, text):
+                return True
+            names = found.group("names") if found.group("names") is not None else found.group("inline") or ""
+            for match in (_IMPORTED_NAME.match(part.strip()) for part in names.split(",") if part.strip()):
+                if match is None:
+                    continue
+                # the module defining the name, through a package's re-exports, or a submodule
+                where = self._defined_in(path, match.group(1)) if path is not None else None
+                if where is not None and text_matches(where[0], text):
+                    return True
+                submodule = f"{module}.{match.group(1)}" if not module.endswith(".") else module + match.group(1)
+                where_module = self._find(submodule, None)
+                if where_module is not None and text_matches(where_module, text):
                     return True
         return False
 

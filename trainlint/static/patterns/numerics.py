@@ -228,9 +228,9 @@ def softmax_before_cross_entropy(ctx: Context) -> Iterable[Match]:
         if what is None:
             continue
         yield Match("TL801", site.call, lambda line_of, c=site.call, w=what: (
-            f"{ctx.label(c)} receives the output of {w}, but cross-entropy applies log_softmax "
-            f"itself: {normalised_twice(w)}; pass the raw logits (or log_softmax + NLLLoss)."
-        ))
+            f"{ctx.label(c)} receives the output of {w}{_made_at(w, c, line_of)}, but cross-entropy applies "
+            f"log_softmax itself: {normalised_twice(w)}; pass the raw logits (or log_softmax + NLLLoss)."
+        ), mentions=_made_in_other_module(what, ctx.model))
 
 
 def _probabilities_handed_elsewhere(ctx: Context) -> Iterable[Match]:
@@ -323,6 +323,20 @@ def _probabilities_into_an_inherited_loss(ctx: Context) -> Iterable[Match]:
                     f"{c}.forward return raw logits (or use log_softmax + NLLLoss)."
                 ), origin=None, mentions=((fn.node, owner),))
                 break
+
+
+def _made_at(what: str, loss: cst.Call, line_of) -> str:
+    """Where the op the loss receives is applied, as the message places it (`` (applied at line
+    12)``, `` (applied at models/net.py line 30)``): nothing when it is on the loss's own line."""
+    site = what.site if isinstance(what, _Op) else None
+    where = line_of(site[0]) if site is not None else None
+    return f" (applied at {where})" if where is not None and where != line_of(loss) else ""
+
+
+def _made_in_other_module(what: str, model: ModuleModel) -> Tuple[Tuple[cst.CSTNode, ModuleModel], ...]:
+    """The op of another module that a message names (see Match.mentions)."""
+    site = what.site if isinstance(what, _Op) else None
+    return (site,) if site is not None and site[1] is not model else ()
 
 
 def _shown_in(origin: ModuleModel, node: cst.CSTNode) -> str:
@@ -956,10 +970,10 @@ def sigmoid_before_bce(ctx: Context) -> Iterable[Match]:
         what = _output_of(ctx.model, scores, site.function, _SIGMOIDS)
         if what is not None:
             yield Match("TL802", site.call, lambda line_of, c=site.call, w=what: (
-                f"{ctx.label(c)} receives the output of {w}, but it applies the sigmoid itself: the "
-                f"scores are squashed twice, so its probabilities stay between 0.5 and 0.73, the loss "
-                f"can never reach its targets and training fits the wrong thing; pass the raw logits."
-            ))
+                f"{ctx.label(c)} receives the output of {w}{_made_at(w, c, line_of)}, but it applies the "
+                f"sigmoid itself: the scores are squashed twice, so its probabilities stay between 0.5 and "
+                f"0.73, the loss can never reach its targets and training fits the wrong thing; pass the raw logits."
+            ), mentions=_made_in_other_module(what, ctx.model))
 
 
 def _sigmoid_before_a_project_loss(ctx: Context) -> Iterable[Match]:
