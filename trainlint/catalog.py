@@ -148,7 +148,7 @@ def _may_fire(rule: Rule, source: str) -> bool:
 # project built on binary_cross_entropy_with_logits, a training function applying cross-entropy):
 # their trigger text may be in those modules, not in the file (static.patterns'
 # through_project_registry; tests/test_catalog.py checks that the two name the same rules).
-READS_PROJECT_MODULES = frozenset({"TL503", "TL801", "TL802"})
+READS_PROJECT_MODULES = frozenset({"TL303", "TL503", "TL801", "TL802"})
 
 
 def trigger_expression(rules: AbstractSet[str]) -> "re.Pattern[str]":

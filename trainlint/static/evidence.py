@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, Optional,
 import libcst as cst
 
 from ..events import FAMILY_DATA, FAMILY_GRADS, FAMILY_MODES, Event, EventKind
+from . import library
 from .hand import update_in
 from .module import Function, ModuleModel
 from .names import dotted
@@ -155,11 +156,27 @@ class Evidence:
             return True
         if kind is cst.Attribute and dotted(func) not in self._attributes and name in _PURE_METHODS:
             return True
+        if qualified and (library.current().function(qualified, name) == ()
+                          or library.current().returns_given(qualified, name, None, method=False) is not None):
+            # described as data: a library function that does nothing to training objects
+            # (``amp.scale_loss``), or one that only hands its arguments back (``amp.initialize``)
+            return True
         project = self.extractor.project or self.model.project
         if project is not None and (dotted(func) or "").split(".", 1)[0] in self.model.imports.names and project.inert(self.model, dotted(func)):
             return True  # a project function whose text holds no training event
-        # building a scheduler over the optimizer, a sampler over the dataset...
-        return classify_constructor(call, self.model.imports) is not None
+        # building a scheduler over the optimizer, a sampler over the dataset... (also the
+        # project's own subclass of a torch scheduler or optimizer)
+        return classify_constructor(call, self.model.imports) is not None or self._builds_library_subclass(call)
+
+    def _builds_library_subclass(self, call: cst.Call) -> bool:
+        name = dotted(call.func)
+        if not name:
+            return False
+        if name in self.model.classes:
+            return self.model.inherited_role(name, call) is not None
+        project = self.extractor.project or self.model.project
+        found = project.class_of(self.model, name) if project is not None and name.split(".", 1)[0] in self.model.imports.names else None
+        return found is not None and found[0].inherited_role(found[1], call) is not None
 
     def _classify(self, path: str, reach: Set[str], families: Set[str], frame: "Frame") -> None:
         roles = self.model.roles

@@ -311,7 +311,8 @@ class Interpreter:
                 if kind is cst.Call:
                     callee = self._local_callee(sub, frame, parse=False)
                     # a hook: some object's class may override it (judged once for all objects)
-                    cached = (callee.hook or self._owner(callee).worth_inlining(callee)) if callee is not None else (
+                    cached = (callee.hook or self._owner(callee).worth_inlining(callee)
+                              or self._protocol_method(sub, callee, frame)) if callee is not None else (
                         self._may_event(sub, fn, relevance=True) or self._may_train_elsewhere(sub))
                 elif kind in _JUMP_TYPES or (kind is cst.For and self._loaders_matter):
                     cached = True
@@ -520,6 +521,20 @@ class Interpreter:
         outcome.normal = states
         return outcome
 
+    def _protocol_method(self, call: cst.Call, callee: Function, frame: Frame) -> bool:
+        """``optimizer.step()`` on the project's own subclass of a torch optimizer or scheduler
+        (``class AdamW(Optimizer)``): the library's protocol, an event, not a body to read (its
+        body does the update the protocol names); and its construction is building a training
+        object, as torch's own (its ``super().__init__(optimizer)`` steps nothing)."""
+        if callee.cls is None:
+            return False
+        if callee.name == "__init__" and not isinstance(call.func, cst.Attribute):
+            return (callee.owner or self.model).inherited_role(callee.cls, call) is not None
+        if not isinstance(call.func, cst.Attribute):
+            return False
+        kind = self.extractor._kind(frame.resolve(call.func.value), frame)
+        return kind in (OPTIMIZER, SCHEDULER) and bool(self.extractor.call_events(call, frame))
+
     def _rebound_module(self, small: cst.BaseSmallStatement) -> Optional[cst.BaseExpression]:
         """The target of ``model = <call>`` when ``model`` is a module whose eval() the module
         calls and the call makes another object (not ``model.to(device)``, not a wrapper of the
@@ -540,7 +555,7 @@ class Interpreter:
     def _expr(self, node: cst.CSTNode, states: List[PathState], frame: Frame) -> List[PathState]:
         for call in self.calls(node):
             callee = self._local_callee(call, frame)
-            if callee is not None:
+            if callee is not None and not self._protocol_method(call, callee, frame):
                 states = self._inline(callee, call, states, frame)
                 continue
             events = self.extractor.call_events(call, frame)
@@ -1320,7 +1335,13 @@ class Interpreter:
         name = dotted(call.func)
         if not name or not self.project.may_train(self.model, name):
             return None  # its module has no training text: nothing there to follow, never parsed
-        return self.project.function(self.model, name)
+        found = self.project.function(self.model, name)
+        if found is None:
+            # ``Checkpointer(cfg, model, optimizer, scheduler)``: a class of another module, whose
+            # construction runs its __init__ (inherited or its own), read like any function there
+            made = self.project.class_of(self.model, name)
+            found = made[0].method_of_class(made[1], "__init__") if made is not None else None
+        return found
 
     def _may_train_elsewhere(self, call: cst.Call) -> bool:
         """A call into a project function that may produce an event: its module's text mentions

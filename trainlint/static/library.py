@@ -280,8 +280,8 @@ def _role(source: str, value: Any) -> str:
 
 
 def _effects(source: str, values: Any) -> Tuple[Effect, ...]:
-    if not isinstance(values, list) or not values:
-        raise LibraryError(f"{source}: effects must be a non-empty list of tables")
+    if not isinstance(values, list):
+        raise LibraryError(f"{source}: effects must be a list of tables (empty: it does nothing to training objects)")
     effects = []
     for value in values:
         if not isinstance(value, dict) or value.get("event") not in _EVENTS:

@@ -21,6 +21,7 @@ from .roles import (
     Role,
     RoleTable,
     classify_constructor,
+    library_base_role,
     role_from_annotation,
 )
 from .values import Values
@@ -442,6 +443,27 @@ class ModuleModel:
 
             project = project_of(self)
         return project or self.project
+
+    def inherited_role(self, class_name: str, call: cst.Call, depth: int = 0) -> Optional[Role]:
+        """The role an instance of class ``class_name`` (defined here) made by ``call`` has from
+        the torch class it derives from, through the project's own bases (roles.library_base_role)."""
+        if depth > _MAX_BASES or class_name not in self.classes:
+            return None
+        for base in self.classes[class_name].bases:
+            if base.keyword is not None:
+                continue
+            role = library_base_role(self.imports.qualify(base.value) or "", call, self.filled)
+            if role is not None:
+                return role
+            name = dotted(base.value)
+            if not name or name == class_name:
+                continue
+            project = self._resolving() if name not in self.classes else None
+            found = (self, name) if name in self.classes else project.class_of(self, name) if project is not None else None
+            role = found[0].inherited_role(found[1], call, depth + 1) if found is not None else None
+            if role is not None:
+                return role
+        return None
 
     def inherited_methods(self, class_name: str) -> List[Function]:
         """The methods class ``class_name`` (defined here) inherits from classes of the project

@@ -846,7 +846,8 @@ class ObjectFlow:
         return any(o.role is not None or (_reading(o).fields and not o.unknown) for a in call.args for o in self.eval(a.value, fn, bound, depth))
 
     def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str):
-        instance = self._allocate(call, None, class_name, cls=class_name, module=owner)
+        # a project optimizer or scheduler (a subclass of torch's) is one, whatever its name
+        instance = self._allocate(call, owner.inherited_role(class_name, call), class_name, cls=class_name, module=owner)
         init = owner.method_of_class(class_name, "__init__")
         return (init if init is not None else _NO_INIT), frozenset({instance})
 

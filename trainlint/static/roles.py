@@ -139,6 +139,21 @@ def _counts_iterations(horizon: Optional[cst.BaseExpression]) -> bool:
     return any("iter" in name.rsplit(".", 1)[-1].lower() for name in names)
 
 
+def library_base_role(qualified: str, call: cst.Call, expand: Optional[Expand] = None) -> Optional[Role]:
+    """The role an instance of a project class gets from a torch base class it derives from,
+    ``qualified`` (``class AdamW(torch.optim.Optimizer)`` is an optimizer, ``class
+    WarmupMultiStepLR(_LRScheduler)`` a scheduler: their step() is the library's protocol,
+    whatever the subclass computes in it). Its constructor is read as the base's: the optimizer
+    first (a scheduler) or the parameters (an optimizer); the cadence is the subclass's own, unknown."""
+    if qualified.startswith("torch.optim.lr_scheduler.") or qualified == "torch.optim.LRScheduler":
+        return Role(SCHEDULER, optimizer=dotted(arg(call, 0, "optimizer") or cst.Name("_")))
+    last = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith("torch.optim.") and last[:1].isupper():
+        params = arg(call, 0, "params")
+        return Role(OPTIMIZER, module=params_owner(params, expand), modules=params_owners(params, expand))
+    return None
+
+
 def classify_constructor(call: cst.Call, imports: ImportMap, expand: Optional[Expand] = None) -> Optional[Role]:
     """The role of the object a call constructs, judged by what the callee resolves to (``expand``:
     see ``params_owner``)."""

@@ -65,6 +65,6 @@ def through_project_registry() -> Dict[str, Check]:
     """The parts of pattern rules that look into functions of other project modules the file
     calls (``train(model, ...)`` handing a softmax model to a loop that applies cross-entropy):
     run also in a file without the rule's own trigger text, when it calls into its project."""
-    from . import loops, numerics
+    from . import distributed, loops, numerics
 
-    return {**numerics.THROUGH_PROJECT, **loops.THROUGH_PROJECT}
+    return {**numerics.THROUGH_PROJECT, **loops.THROUGH_PROJECT, **distributed.THROUGH_PROJECT}

@@ -283,10 +283,20 @@ def _torch_saves(ctx: Context):
             yield site
 
 
+def _runs_on_several_ranks(ctx: Context, fn) -> bool:
+    """A save in ``fn`` runs in a distributed job: the module starts one (``_is_distributed``), or
+    ``fn`` guards another statement of its own by the rank (``if comm.is_main_process():
+    self.save_checkpoint(epoch)``), as a trainer whose base class or launcher sets up the
+    process group does: the function is written for several ranks."""
+    return _is_distributed(ctx) or any(_RANK_CHECK.search(ctx.code(test)) for site in ctx.sites.in_function(fn)
+                                       for test in site.tests)
+
+
 def save_on_every_rank(ctx: Context) -> Iterable[Match]:
-    if not _is_distributed(ctx):
-        return
+    yield from _saves_through_project(ctx)
     for site in _torch_saves(ctx):
+        if not _runs_on_several_ranks(ctx, site.function):
+            continue
         saved = site.call.args[0].value if site.call.args else None
         if isinstance(saved, cst.Name) and ctx.model.values.holds_arguments(saved.value):
             continue  # the parsed command line, the same on every rank: not a checkpoint
@@ -501,6 +511,55 @@ def _training_loaders(ctx: Context) -> List["Obj"]:
                         found.setdefault(id(obj), obj)
     return list(found.values())
 
+
+def _saves_through_project(ctx: Context) -> Iterable[Match]:
+    """A call of another module's function or an inherited method (``self.save_best_checkpoint()``)
+    that reaches a torch.save with no rank check on the way, made on every rank here: reported at
+    the call, where the guard goes (the helper is right for callers that guard it)."""
+    project = ctx.model.project
+    if project is None or "save" not in ctx.model.source:
+        return
+    for site in ctx.sites.sites:
+        if not isinstance(site.call.func, (cst.Name, cst.Attribute)) or "save" not in ctx.code(site.call.func).lower() \
+                or not _runs_on_several_ranks(ctx, site.function):
+            continue
+        callee = ctx.sites.project_callee(site)
+        if callee is None or callee.owner is None or callee.owner is ctx.model or "torch.save" not in callee.owner.source:
+            continue
+        home = Context(callee.owner, callee.owner.sites())
+        save = _unguarded_save(home, callee, 0)
+        if save is None or _guarded(ctx, site):
+            continue
+        where = callee.owner.path.name if callee.owner.path is not None else "another module"
+        yield Match("TL303", site.call, lambda line_of, c=site.call, v=save.call, w=where: (
+            f"{ctx.label(c)} runs {home.label(v)} ({line_of(v) or w}) on every rank of this distributed "
+            f"job: all ranks write the same file at once, which corrupts or truncates checkpoints on shared "
+            f"storage and multiplies I/O; call it only on rank 0 (if dist.get_rank() == 0:)."
+        ), mentions=((save.call, callee.owner),))
+
+
+def _unguarded_save(home: Context, fn, depth: int):
+    """The torch.save that ``fn`` runs with no rank check on the way (in its module, through its
+    own helpers), to a file every rank shares; None if each is guarded or none is reached."""
+    if any(_one_rank_decorator(home, d.decorator) for d in fn.node.decorators):
+        return None
+    for site in home.sites.in_function(fn):
+        if id(site.call) in home.sites.exceptional or any(_rank_check(home, test, fn) for test in site.tests):
+            continue
+        if dotted(site.call.func) == "torch.save" or home.qualify(site.call.func) == "torch.save":
+            if not _per_rank_file(home, site):
+                return site
+            continue
+        callee = home.sites.local_callee(site)
+        if callee is not None and callee is not fn and depth < 3:
+            found = _unguarded_save(home, callee, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+# The parts that look into other modules of the project (see patterns.through_project_registry).
+THROUGH_PROJECT = {"TL303": _saves_through_project}
 
 RULES = {
     "TL302": distributed_without_sampler,

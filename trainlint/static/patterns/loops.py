@@ -1545,36 +1545,62 @@ def checkpoint_not_resumable(ctx: Context) -> Iterable[Match]:
     # A schedule built from the epoch the run resumes at (LambdaLR(opt, Decay(epochs, start_epoch,
     # ...)), last_epoch=start_epoch - 1) gets its position back on resume: not claimed lost.
     restored = _schedule_restored(ctx) if scheduled else None
-    for site in ctx.sites.sites:
-        if dotted(site.call.func) != "torch.save" or not site.call.args:
+    for save in ctx.sites.sites:
+        if dotted(save.call.func) != "torch.save" or not save.call.args:
             continue
-        saved = _saved_expression(ctx, site)
-        # A checkpoint dict (weights plus epoch/step/...) is meant for resuming; so is a bare
-        # model.state_dict() saved every N steps while a stateful optimizer and a schedule run.
-        # Other bare weights are an export ("best.pt", the final model), fine mid-training.
-        if not _is_checkpoint_dict(saved) and not (_periodic_weights(ctx, site, saved) and stateful and scheduled) \
-                and not (_is_state_dict(saved) and _reloaded_before_training(ctx, site)):
-            continue
-        state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
-        if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
-            continue
-        if not ctx.sites.in_training_loop(site) or (_best_model_export(ctx, site) and not _resumed_from(ctx, site)):
-            continue
-        schedule_lost = scheduled and restored is None and not _saves_scheduler(ctx, saved)
-        if not stateful and not schedule_lost:
-            continue  # the schedule is saved or restored and the optimizer keeps nothing
-        # A warning where a resume of this program loses what it relies on: it loads weights back
-        # into a model to go on training, and the schedule starts over (the learning rate jumps
-        # back). Optimizer moments alone, or an export nothing resumes from, are advice.
-        resume = _resume_load(ctx, [n for n in state_dicts if isinstance(n.func, cst.Attribute)], site.function)
-        yield Match("TL901", site.call, lambda line_of, c=site.call, lost=schedule_lost, r=resume: not_resumable_message(
-            ctx.label(c),
-            [what + _built_at(line_of, calls) for what, calls in stateful],
-            lost,
-            None if lost or restored is None else
-            f"{ctx.label(restored[0])} ({line_of(restored[0])}) {restored[1]}",
-            None if r is None else f"{ctx.label(r)} ({line_of(r)})",
-        ), advice=resume is None or not schedule_lost)
+        # ``site``: where the saved value is made, the torch.save itself or a call of the helper
+        # that saves its parameter (``self.save_checkpoint({"epoch": ..., ...}, is_best)``)
+        for site, saved in _saved_values(ctx, save):
+            # A checkpoint dict (weights plus epoch/step/...) is meant for resuming; so is a bare
+            # model.state_dict() saved every N steps while a stateful optimizer and a schedule run.
+            # Other bare weights are an export ("best.pt", the final model), fine mid-training.
+            if not _is_checkpoint_dict(saved) and not (_periodic_weights(ctx, site, saved) and stateful and scheduled) \
+                    and not (_is_state_dict(saved) and _reloaded_before_training(ctx, save)):
+                continue
+            state_dicts = [n for n in walk(saved) if _is_state_dict(n)]
+            if not state_dicts or any(_is_optimizer_state(ctx, n) for n in state_dicts) or _has_optimizer_entry(saved):
+                continue
+            exported = _best_model_export(ctx, save) or (site is not save and any(_BEST.search(ctx.code(t)) for t in site.tests))
+            if not ctx.sites.in_training_loop(site) or (exported and not _resumed_from(ctx, save)):
+                continue
+            yield from _not_resumable(ctx, site, saved, state_dicts, stateful, scheduled, restored)
+
+
+def _saved_values(ctx: Context, save) -> Iterable[Tuple[object, Optional[cst.BaseExpression]]]:
+    """(where the value is made, the value) of what a torch.save writes: its argument, or, for a
+    helper's parameter (``def save_checkpoint(state, is_best): torch.save(state, path)``), the
+    argument each call of the helper in this module passes."""
+    value = save.call.args[0].value
+    fn = save.function
+    if not isinstance(value, cst.Name) or fn is None or value.value not in fn.params or any(
+            isinstance(t, cst.Name) and t.value == value.value for t, _ in fn.assigns):
+        yield save, _saved_expression(ctx, save)
+        return
+    for caller in ctx.sites.calls_of(fn):
+        method = fn.cls is not None and isinstance(caller.call.func, cst.Attribute)
+        given = dict(parameters_given(caller.call, fn.params, method)).get(value.value)
+        if given is not None:
+            yield caller, _value_of(ctx, caller, given, 0)
+
+
+def _not_resumable(ctx: Context, site, saved, state_dicts, stateful, scheduled, restored) -> Iterable[Match]:
+    """TL901 at ``site`` for a checkpoint ``saved`` without the optimizer's state, unless what a
+    resume restarts (``stateful`` optimizers, a ``scheduled`` position not ``restored``) is kept."""
+    schedule_lost = scheduled and restored is None and not _saves_scheduler(ctx, saved)
+    if not stateful and not schedule_lost:
+        return  # the schedule is saved or restored and the optimizer keeps nothing
+    # A warning where a resume of this program loses what it relies on: it loads weights back
+    # into a model to go on training, and the schedule starts over (the learning rate jumps
+    # back). Optimizer moments alone, or an export nothing resumes from, are advice.
+    resume = _resume_load(ctx, [n for n in state_dicts if isinstance(n.func, cst.Attribute)], site.function)
+    yield Match("TL901", site.call, lambda line_of, c=site.call, lost=schedule_lost, r=resume: not_resumable_message(
+        ctx.label(c),
+        [what + _built_at(line_of, calls) for what, calls in stateful],
+        lost,
+        None if lost or restored is None else
+        f"{ctx.label(restored[0])} ({line_of(restored[0])}) {restored[1]}",
+        None if r is None else f"{ctx.label(r)} ({line_of(r)})",
+    ), advice=resume is None or not schedule_lost)
 
 
 def _resume_load(ctx: Context, saved: List[cst.Call], saving: Optional[Function]) -> Optional[cst.Call]:
@@ -1597,7 +1623,10 @@ def _resume_load(ctx: Context, saved: List[cst.Call], saving: Optional[Function]
     return found
 
 
-def _before_training(ctx: Context, site) -> bool:
+_HELPER_DEPTH = 3  # callers followed from a helper's statement to the training it comes before
+
+
+def _before_training(ctx: Context, site, depth: int = 0) -> bool:
     """Training runs after this statement in its function: a training loop there, or a call of a
     function of this module that runs a backward or an optimizer step (a load after training is a
     final evaluation's, and an evaluation helper called after it does not train, whatever it calls
@@ -1611,7 +1640,9 @@ def _before_training(ctx: Context, site) -> bool:
         callee = ctx.sites.local_callee(later) if order.get(id(later.statement), -1) > at else None
         if callee is not None and ctx.sites.runs_a_step(callee):
             return True
-    return False
+    # a helper of this module called before training (``self.load_checkpoint()`` before the epochs)
+    return depth < _HELPER_DEPTH and site.function is not None and any(
+        _before_training(ctx, caller, depth + 1) for caller in ctx.sites.calls_of(site.function))
 
 
 def _built_at(line_of, calls) -> str:
@@ -1740,7 +1771,12 @@ def _saves_scheduler(ctx: Context, saved: cst.BaseExpression) -> bool:
 
 
 def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
-    value = site.call.args[0].value
+    return _value_of(ctx, site, site.call.args[0].value, 0)
+
+
+def _value_of(ctx: Context, site, value: cst.BaseExpression, depth: int) -> Optional[cst.BaseExpression]:
+    """What a name saved at ``site`` holds: its value where it is assigned once in the function
+    (through a copy of another name, ``state_ = state``), or the dicts it is built from."""
     if isinstance(value, cst.Name):
         assigns = site.function.assigns if site.function is not None else ctx.model.module_assigns
         sources = [v for t, v in assigns if isinstance(t, cst.Name) and t.value == value.value]
@@ -1755,6 +1791,8 @@ def _saved_expression(ctx: Context, site) -> Optional[cst.BaseExpression]:
             return None
         if extra:
             return cst.List([cst.Element(v) for v in sources + extra])
+        if isinstance(sources[0], cst.Name) and depth < 3:
+            return _value_of(ctx, site, sources[0], depth + 1)
         return sources[0]
     return value
 
