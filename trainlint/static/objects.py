@@ -826,7 +826,7 @@ class ObjectFlow:
         if local is not None:
             return local, None
         if name in self.model.classes:
-            return self._instance(call, self.model, name)
+            return self._instance(call, self.model, name, fn, bound, depth)
         found = self._project_definition(name)
         if found is None and names_an_import(self.model, name) and self._hands_objects(call, fn, bound, depth):
             # a class of a module with no training text, read because the call hands it training
@@ -838,16 +838,20 @@ class ObjectFlow:
         if defined in other.functions:
             return other.functions[defined], None
         if defined in other.classes:
-            return self._instance(call, other, defined)
+            return self._instance(call, other, defined, fn, bound, depth)
         return None
 
     def _hands_objects(self, call: cst.Call, fn, bound, depth) -> bool:
         """Does the call give a training object (or something holding one) to its callee?"""
         return any(o.role is not None or (_reading(o).fields and not o.unknown) for a in call.args for o in self.eval(a.value, fn, bound, depth))
 
-    def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str):
-        # a project optimizer or scheduler (a subclass of torch's) is one, whatever its name
-        instance = self._allocate(call, owner.inherited_role(class_name, call), class_name, cls=class_name, module=owner)
+    def _instance(self, call: cst.Call, owner: "ModuleModel", class_name: str, fn, bound, depth):
+        # a project optimizer or scheduler (a subclass of torch's) is one, whatever its name; a
+        # scheduler's optimizer is the object its constructor is given, as for torch's own
+        role = owner.inherited_role(class_name, call)
+        instance = self._allocate(call, role, class_name, cls=class_name, module=owner)
+        if role is not None and role.kind == SCHEDULER:
+            instance.store("optimizer", self.eval(arg(call, 0, "optimizer"), fn, bound, depth))
         init = owner.method_of_class(class_name, "__init__")
         return (init if init is not None else _NO_INIT), frozenset({instance})
 
