@@ -318,8 +318,11 @@ class ModuleModel:
             if not trained or any(o.role.kind != trained[0].role.kind for o in trained):
                 continue
             self.roles.set(path, self._seen_from(self._role_of_objects(trained), trained, fn))
-            if len(trained) == 1:
-                self.roles.canonical.setdefault(path, holders[trained[0]])
+            named = {holders[o] for o in trained}
+            if len(named) == 1:
+                # one object, or the alternatives one variable holds (``optimizer = AdamW(...)``
+                # or ``RAdam(...)`` by configuration): known by that variable's name
+                self.roles.canonical.setdefault(path, named.pop())
         for fn, name, annotation in self.roles_pending_annotations:
             role = role_from_annotation(annotation)
             if role is not None:

@@ -25,7 +25,7 @@ _RANK_CHECK = re.compile(
     r"|global_zero|world_size|process_zero|master_ordinal",
     re.IGNORECASE,
 )
-_MULTI_PROCESS = re.compile(r"distributed|ddp|multiprocessing|multi_gpu", re.IGNORECASE)
+_MULTI_PROCESS = re.compile(r"distributed|ddp|fsdp|multiprocessing|multi_gpu", re.IGNORECASE)
 _COUNTER = re.compile(r"epoch|step|iter|batch|count|idx|index|len|size|loss", re.IGNORECASE)
 _DISTRIBUTED_CALLS = {"init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard", "DDP", "FSDP"}
 
@@ -285,11 +285,14 @@ def _torch_saves(ctx: Context):
 
 def _runs_on_several_ranks(ctx: Context, fn) -> bool:
     """A save in ``fn`` runs in a distributed job: the module starts one (``_is_distributed``), or
-    ``fn`` guards another statement of its own by the rank (``if comm.is_main_process():
-    self.save_checkpoint(epoch)``), as a trainer whose base class or launcher sets up the
-    process group does: the function is written for several ranks."""
-    return _is_distributed(ctx) or any(_RANK_CHECK.search(ctx.code(test)) for site in ctx.sites.in_function(fn)
-                                       for test in site.tests)
+    ``fn`` trains and guards another statement of its own by the rank (``if comm.is_main_process():
+    self.save_checkpoint(epoch)``), as a trainer whose base class or launcher sets up the process
+    group does: the training function is written for several ranks. (A library's save function
+    that takes ``is_main_process`` leaves the guard to its callers.)"""
+    if _is_distributed(ctx):
+        return True
+    return fn is not None and ctx.sites.trains(fn) and any(
+        _RANK_CHECK.search(ctx.code(test)) for site in ctx.sites.in_function(fn) for test in site.tests)
 
 
 def save_on_every_rank(ctx: Context) -> Iterable[Match]:
