@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any, FrozenSet, Optional, Tuple
+from typing import Any, FrozenSet, Iterable, Optional, Tuple
 
 
 class EventKind(str, enum.Enum):
@@ -127,9 +127,15 @@ def any_entry(path: str) -> str:
 def reaches(event: Event, path: Optional[str]) -> bool:
     """Could an OPAQUE call have acted on the object at ``path``? (It received it, an object that
     contains it, or something inside it.) An unknown path could be anything."""
-    if path is None or EVERYTHING in event.reach:
+    return reached(event.reach, path)
+
+
+def reached(reach: Iterable[str], path: Optional[str]) -> bool:
+    """Could calls that received ``reach`` have acted on the object at ``path``?"""
+    reach = tuple(reach)
+    if path is None or EVERYTHING in reach:
         return True
-    return any(path == r or _inside(path, r) or _inside(r, path) for r in event.reach)
+    return any(path == r or _inside(path, r) or _inside(r, path) for r in reach)
 
 
 def _inside(path: str, container: str) -> bool:

@@ -1,9 +1,10 @@
 """Scheduler order (TL102)."""
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import FrozenSet, List, NamedTuple, Optional, Tuple
 
-from ..events import CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, FAMILY_GRADS, Event, EventKind, reaches, same_object
+from ..events import (CADENCE_BATCH, CADENCE_EPOCH, CADENCE_METRIC, EVERYTHING, FAMILY_GRADS, Event, EventKind, reached,
+                      reaches, same_object)
 from .base import Invariant, LineOf, Violation, where
 
 
@@ -24,7 +25,9 @@ class _SchedState(NamedTuple):
     history_known: bool
     stepped: frozenset = frozenset()  # optimizers stepped since the start (None: an unknown one)
     entries: Tuple[_SchedEntry, ...] = ()
-    opaque: bool = False  # a call we cannot read may have stepped an optimizer since the start
+    # what calls we cannot read received since the start (EVERYTHING: anything): each may have
+    # stepped an optimizer it reached, and only those
+    opaque: FrozenSet[str] = frozenset()
 
 
 class SchedulerOrder(Invariant):
@@ -65,14 +68,17 @@ class SchedulerOrder(Invariant):
                 e if e.pending is not None or not reaches(ev, e.optimizer) else e._replace(stepped_since=None)
                 for e in state.entries
             )
-            return state._replace(entries=entries, opaque=True), []
+            return state._replace(entries=entries, opaque=state.opaque | frozenset(ev.reach or (EVERYTHING,))), []
         return state, []
 
     def _scheduler_step(self, state: _SchedState, ev: Event) -> _SchedState:
         entries = list(state.entries)
         index = next((i for i, e in enumerate(entries) if e.scheduler == ev.target), None)
+        # an unreadable call that may have stepped this scheduler's optimizer (one that received
+        # only the model, ``writer.add_graph(model)``, cannot have)
+        opaque = bool(state.opaque) and reached(state.opaque, ev.optimizer)
         if index is None:
-            if state.history_known and not state.opaque:
+            if state.history_known and not opaque:
                 stepped = any(same_object(o, ev.optimizer) for o in state.stepped)
             elif state.history_known and any(same_object(o, ev.optimizer) for o in state.stepped):
                 stepped = True
@@ -83,7 +89,7 @@ class SchedulerOrder(Invariant):
             entry = entries[index]
         if entry.stepped_since is False and entry.pending is None:
             # Known to come before every step of its optimizer: the schedule's first value is lost.
-            entry = entry._replace(pending=ev, first=index is None and state.history_known and not state.opaque)
+            entry = entry._replace(pending=ev, first=index is None and state.history_known and not opaque)
         entry = entry._replace(stepped_since=False)
         if index is None:
             entries.append(entry)

@@ -353,7 +353,10 @@ class ModuleModel:
             sampler = self.roles.holders.get(next(iter(samplers))) if len(samplers) == 1 else None
             role = replace(role, sampler=sampler)
         elif role.kind == SCHEDULER:
-            optimizers = {s for o in objects for s in o.field("optimizer")}
+            # the optimizers it schedules: what its constructor was given that is one (an FP16
+            # wrapper's ``optimizer.optimizer`` reaches the inner optimizer, and the wrapper too)
+            given = {s for o in objects for s in o.field("optimizer")}
+            optimizers = {s for s in given if s.role is not None and s.role.kind == OPTIMIZER} or given
             named = {self.roles.holders.get(o) or o.origin for o in optimizers}
             if len(named) == 1 and None not in named:
                 role = replace(role, optimizer=named.pop())
