@@ -141,3 +141,14 @@ def test_reading_a_world_never_run_is_not_kept():
     reader.read(unrun)
     reader.stop()
     assert keep_finished([_Flow(reader)]) == set()
+
+
+def test_a_condition_decided_again_holds_its_new_value_never_both():
+    """A path never assumes a condition both ways: a later decision (``if step == 0:`` on a later
+    pass) replaces the earlier one, so what a later test reads does not depend on set order."""
+    from trainlint.static.flow import _holding
+
+    assumed = frozenset({("step == 0", True), ("use_amp", True)})
+    later = _holding(assumed, {("step == 0", False)})
+    assert later == frozenset({("step == 0", False), ("use_amp", True)})
+    assert _holding(later, {("use_amp", True)}) == later

@@ -654,13 +654,13 @@ class Interpreter:
                 else:
                     state_true = state
                 if learned_true:
-                    state_true = replace(state_true, assume=state_true.assume | learned_true)
-                true_states.append(replace(state_true, assume=state_true.assume | {(key, polarity)}) if remember else state_true)
+                    state_true = replace(state_true, assume=_holding(state_true.assume, learned_true))
+                true_states.append(replace(state_true, assume=_holding(state_true.assume, {(key, polarity)})) if remember else state_true)
             if only_true:
                 continue  # guards of set_epoch (``if distributed:``) hold where a sampler exists
             if (assumed is None or assumed != polarity) and not _contradicts(state.assume, when_false):
-                state_false = replace(state, assume=state.assume | learned_false) if learned_false else state
-                false_states.append(replace(state_false, assume=state_false.assume | {(key, not polarity)}) if remember else state_false)
+                state_false = replace(state, assume=_holding(state.assume, learned_false)) if learned_false else state
+                false_states.append(replace(state_false, assume=_holding(state_false.assume, {(key, not polarity)})) if remember else state_false)
         last = self._last_pass_test(stmt.test, frame)
         if last is not None:
             loop_id, when = last
@@ -1731,6 +1731,14 @@ def _clears_grad(assign: cst.Assign) -> bool:
         and assign.value.value == "None"
         and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in assign.targets)
     )
+
+
+def _holding(assume: FrozenSet[Tuple[str, bool]], facts) -> FrozenSet[Tuple[str, bool]]:
+    """The path's assumptions once ``facts`` hold here: a condition decided again (``if step ==
+    0:`` on a later pass, a caller's constant) holds its new value, never both (with both, which
+    one a later test read would depend on the set's order, so on the hash seed)."""
+    facts = frozenset(facts)
+    return frozenset(a for a in assume if (a[0], not a[1]) not in facts) | facts
 
 
 def _contradicts(assume: FrozenSet[Tuple[str, bool]], facts: Tuple[Tuple[str, bool], ...]) -> bool:
