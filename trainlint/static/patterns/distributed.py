@@ -519,13 +519,16 @@ def _saves_through_project(ctx: Context) -> Iterable[Match]:
     """A call of another module's function or an inherited method (``self.save_best_checkpoint()``)
     that reaches a torch.save with no rank check on the way, made on every rank here: reported at
     the call, where the guard goes (the helper is right for callers that guard it)."""
-    project = ctx.model.project
-    if project is None or "save" not in ctx.model.source:
+    if ctx.model.project is None:
         return
+    several: Dict[int, bool] = {}  # per function: is it written for several ranks?
     for site in ctx.sites.sites:
-        if not isinstance(site.call.func, (cst.Name, cst.Attribute)) or "save" not in ctx.code(site.call.func).lower() \
-                or not _runs_on_several_ranks(ctx, site.function):
+        key = id(site.function.node) if site.function is not None else 0
+        if key not in several:
+            several[key] = _runs_on_several_ranks(ctx, site.function)
+        if not several[key] or not isinstance(site.call.func, (cst.Name, cst.Attribute)):
             continue
+        # what the call runs decides, not what it is called (``self.persist()`` saves too)
         callee = ctx.sites.project_callee(site)
         if callee is None or callee.owner is None or callee.owner is ctx.model or "torch.save" not in callee.owner.source:
             continue
